@@ -1,0 +1,295 @@
+"""The Membrane facade: opens a store and wires schema, trust, retrieval, selector and audit."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select
+
+from . import audit
+from .columns import TYPE_NAMES, ColumnCache
+from .errors import AlreadyExistsError, NilTrustError, NotFoundError, ValidationError
+from .imports import prepare_import, read_file
+from .metrics import compute_metrics
+from .retrieval import (
+    Explanation,
+    RetrieveRequest,
+    RetrieveResponse,
+    Simulation,
+    explain,
+    retrieve_by_id,
+    run,
+)
+from .salience import anchor_of, salience_at, take
+from .schema import UTC, MemoryRecord, MemoryType, as_utc, format_time, to_epoch
+from .selector import DEFAULT_THRESHOLD, EmbeddingProvider
+from .store import DEFAULT_DB_PATH, Store, default_url, record_row, records
+from .trust import TrustContext, Verdict, redact
+
+SAMPLE_STORE = Path(__file__).resolve().parent.parent / "sample_data" / "membrane_sample.json"
+IMPORT_BATCH = 5000
+
+try:  # curation lives in its own module; the facade inherits its operations
+    from .curation import CurationMixin
+except ImportError:  # pragma: no cover - only while curation is being written
+    class CurationMixin:  # type: ignore[no-redef]
+        pass
+
+
+class Membrane(CurationMixin):
+    """A Membrane store. Open one with ``Membrane.open(url)``."""
+
+    def __init__(self, store: Store, *, selector_threshold: float = DEFAULT_THRESHOLD,
+                 embeddings: EmbeddingProvider | None = None, clock: Callable[[], datetime] | None = None):
+        self.store = store
+        self.columns = ColumnCache(store)
+        self.selector_threshold = selector_threshold
+        self.embeddings = embeddings
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    # opening --------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, url: str | None = None, *, load_sample: bool | None = None, **options: Any) -> "Membrane":
+        """Open (creating if needed) the store at ``url``: any SQLAlchemy URL. Without one, the
+        ``MEMBRANE_DB_URL`` environment variable, else the embedded SQLite file
+        ``~/.membrane/membrane.db``; a new default store is filled with the sample store."""
+        use_default = url is None
+        store = Store(url or default_url())
+        created = store.create()
+        membrane = cls(store, **options)
+        if load_sample is None:
+            load_sample = use_default and created
+        if load_sample and created and SAMPLE_STORE.exists():
+            membrane.import_file(SAMPLE_STORE, actor="membrane-console:sample")
+        return membrane
+
+    @property
+    def url(self) -> str:
+        return self.store.display_url
+
+    def now(self) -> datetime:
+        return as_utc(self._clock())
+
+    def close(self) -> None:
+        self.store.dispose()
+
+    # import / export --------------------------------------------------------------
+
+    def import_records(self, items: Iterable[dict[str, Any] | MemoryRecord], actor: str = "import",
+                       progress: Callable[[int, int], None] | None = None) -> int:
+        """Import records in Membrane's JSON shape, all or nothing. Refuses with a
+        ValidationError listing every invalid record (index and field), or AlreadyExistsError
+        when an id is already in the store. Returns how many were imported."""
+        items = list(items)
+        with self.store.write() as conn:
+            prepared = prepare_import(items, self.store, conn, self.now(), actor)
+            done = 0
+            for start in range(0, len(prepared.rows), IMPORT_BATCH):
+                batch = prepared.rows[start:start + IMPORT_BATCH]
+                ids = {r["id"] for r in batch}
+                heads = audit.append_many(conn, [e for e in prepared.audit if e["record_id"] in ids])
+                for row in batch:
+                    row["audit_head"] = heads.get(row["id"])
+                self.store.insert_rows(conn, batch)
+                done += len(batch)
+                if progress:
+                    progress(done, len(prepared.rows))
+        return len(prepared.rows)
+
+    def import_file(self, path: str | Path, actor: str = "import",
+                    progress: Callable[[int, int], None] | None = None) -> int:
+        return self.import_records(read_file(Path(path)), actor=actor, progress=progress)
+
+    def iter_export(self, ids: Iterable[str] | None = None, trust: TrustContext | None = None,
+                    as_of: datetime | None = None, batch: int = 2000) -> Iterator[dict[str, Any]]:
+        """Records as Membrane JSON with ``salience = S(as_of)`` and the anchor extension fields.
+        With ``trust``, only what that context may see: hidden records are left out and
+        redacted ones are written as their metadata-only view."""
+        when = as_utc(as_of) if as_of else self.now()
+        snap = self.columns.current()
+        if ids is None:
+            rows = np.nonzero(snap.alive)[0]
+        else:
+            rows = np.array(sorted({snap.row_of[i] for i in ids if i in snap.row_of and snap.alive[snap.row_of[i]]}), dtype=np.int64)
+        rows = rows[np.argsort(snap.ids[rows].astype(str), kind="stable")] if len(rows) else rows
+        saliences = salience_at(take(snap.decay, np.sort(rows)), to_epoch(when)) if len(rows) else np.empty(0)
+        s_of = dict(zip((str(x) for x in snap.ids[np.sort(rows)]), saliences))
+        verdicts = None
+        if trust is not None:
+            from .trust import verdicts as gate
+
+            verdicts = dict(zip((str(x) for x in snap.ids[rows]),
+                                gate(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names, trust)))
+        ordered = [str(x) for x in snap.ids[rows]]
+        if verdicts is not None:
+            ordered = [rid for rid in ordered if verdicts[rid] > 0]
+        for start in range(0, len(ordered), batch):
+            chunk = ordered[start:start + batch]
+            with self.store.read() as conn:
+                stored = self.store.fetch(conn, chunk)
+                logs = audit.logs_of(conn, list(stored))
+            for rid in chunk:
+                row = stored.get(rid)
+                if row is None:
+                    continue
+                doc = row.doc
+                doc["salience"] = float(s_of[rid])
+                doc.setdefault("lifecycle", {})["anchor_salience"] = row.anchor_salience
+                doc["lifecycle"]["anchor_at"] = format_time(datetime.fromtimestamp(row.anchor_at, UTC))
+                doc["audit_log"] = [e.model_dump(mode="json") for e in logs.get(rid, [])]
+                if verdicts is not None and verdicts[rid] == 1:
+                    yield redact(MemoryRecord.model_validate(doc)).to_json_dict()
+                else:
+                    yield doc
+
+    def export_file(self, path: str | Path, ids: Iterable[str] | None = None, trust: TrustContext | None = None,
+                    as_of: datetime | None = None) -> int:
+        """Write records to ``.json`` (an array) or ``.jsonl``; returns how many."""
+        path = Path(path)
+        count = 0
+        tmp = path.with_name(path.name + ".partial")
+        with tmp.open("w", encoding="utf-8") as out:
+            jsonl = path.suffix.lower() == ".jsonl"
+            if not jsonl:
+                out.write("[\n")
+            for doc in self.iter_export(ids, trust, as_of):
+                if not jsonl and count:
+                    out.write(",\n")
+                out.write(json.dumps(doc, ensure_ascii=False))
+                if jsonl:
+                    out.write("\n")
+                count += 1
+            if not jsonl:
+                out.write("\n]\n")
+        tmp.replace(path)  # a failed export never leaves a half-written file under the real name
+        return count
+
+    # reads --------------------------------------------------------------------------
+
+    def get(self, record_id: str, as_of: datetime | None = None) -> MemoryRecord:
+        """Operator read, no trust gate: the record with ``salience = S(as_of)`` and its audit log."""
+        with self.store.read() as conn:
+            rows = self.store.fetch(conn, [record_id])
+            if record_id not in rows:
+                raise NotFoundError(record_id)
+            log = [r.entry for r in audit.log_of(conn, record_id)]
+        row = rows[record_id]
+        doc = row.doc
+        doc["audit_log"] = []
+        record = MemoryRecord.model_validate(doc)
+        record.audit_log = log
+        record.salience = self._salience(record, (row.anchor_salience, row.anchor_at), as_of)
+        return record
+
+    def _salience(self, record: MemoryRecord, anchor: tuple[float, float], as_of: datetime | None) -> float:
+        from .salience import salience_of
+
+        return salience_of(record, as_utc(as_of) if as_of else self.now(), anchor)
+
+    def salience_at(self, record_id: str, when: datetime) -> float:
+        """S(when) of SPEC 2 for a stored record."""
+        snap = self.columns.current()
+        i = snap.row_of.get(record_id)
+        if i is None or not snap.alive[i]:
+            raise NotFoundError(record_id)
+        return float(salience_at(take(snap.decay, np.array([i])), to_epoch(as_utc(when)))[0])
+
+    def salience_curves(self, record_ids: list[str], times: list[datetime]) -> dict[str, list[float]]:
+        """S(t) of several records over a time grid in one vectorized pass (decay charts)."""
+        snap = self.columns.current()
+        rows = []
+        for rid in record_ids:
+            i = snap.row_of.get(rid)
+            if i is None or not snap.alive[i]:
+                raise NotFoundError(rid)
+            rows.append(i)
+        order = np.argsort(rows)
+        sorted_rows = np.array(rows, dtype=np.int64)[order]
+        grid = np.array([to_epoch(as_utc(t)) for t in times])[:, None]
+        values = salience_at(take(snap.decay, sorted_rows), grid)
+        out: dict[str, list[float]] = {}
+        for k, j in enumerate(order):
+            out[record_ids[j]] = values[:, k].tolist()
+        return out
+
+    def retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
+        return self.simulate(request).response
+
+    def simulate(self, request: RetrieveRequest) -> Simulation:
+        """Retrieval plus per-layer counts of full / redacted / hidden (the console's simulator)."""
+        if request is None:
+            raise NilTrustError()
+        return run(self.store, self.columns, request, self.selector_threshold, self.embeddings)
+
+    def retrieve_by_id(self, record_id: str, trust: TrustContext | None, as_of: datetime | None = None) -> MemoryRecord:
+        return retrieve_by_id(self.store, self.columns, record_id, trust, as_of)
+
+    def retrieve_by_type(self, memory_type: MemoryType | str, trust: TrustContext | None,
+                         as_of: datetime | None = None) -> list[MemoryRecord]:
+        if trust is None:
+            raise NilTrustError()
+        req = RetrieveRequest(trust=trust, memory_types=[memory_type], as_of=as_of)
+        return self.simulate(req).response.records
+
+    def explain(self, record_id: str, trust: TrustContext | None, as_of: datetime | None = None,
+                min_salience: float = 0.0) -> Explanation:
+        return explain(self.columns, record_id, trust, as_of, min_salience)
+
+    def explain_many(self, record_ids: list[str], trust: TrustContext | None) -> dict[str, Verdict]:
+        """Verdicts for many records at once (what-if tables)."""
+        if trust is None:
+            raise NilTrustError()
+        from .trust import verdicts
+
+        snap = self.columns.current()
+        rows = np.array([snap.row_of[r] for r in record_ids if r in snap.row_of], dtype=np.int64)
+        codes = verdicts(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names, trust)
+        names = {0: Verdict.HIDDEN, 1: Verdict.REDACTED, 2: Verdict.FULL}
+        return {str(snap.ids[i]): names[int(c)] for i, c in zip(rows, codes)}
+
+    # audit and metrics ---------------------------------------------------------------
+
+    def audit_log(self, record_id: str) -> list:
+        """The record's audit entries, oldest first (archived records keep theirs)."""
+        with self.store.read() as conn:
+            rows = audit.log_of(conn, record_id)
+            if not rows and not self.store.existing_ids(conn, [record_id]):
+                raise NotFoundError(record_id)
+        return [r.entry for r in rows]
+
+    def audit_rows(self, record_id: str) -> list[audit.AuditRow]:
+        with self.store.read() as conn:
+            return audit.log_of(conn, record_id)
+
+    def audit_query(self, **filters: Any) -> tuple[int, list[audit.AuditRow]]:
+        with self.store.read() as conn:
+            return audit.query(conn, **filters)
+
+    def verify_audit(self) -> list[audit.Problem]:
+        with self.store.read() as conn:
+            return audit.verify(conn)
+
+    def metrics(self, as_of: datetime | None = None) -> dict[str, Any]:
+        return compute_metrics(self.store, self.columns.current(), as_of=as_utc(as_of) if as_of else self.now())
+
+    def count(self) -> int:
+        return len(self.columns.current())
+
+    def scopes(self) -> list[str]:
+        """The scopes records in the store carry ("" for unscoped excluded)."""
+        snap = self.columns.current()
+        used = np.unique(snap.scope_code[snap.alive])
+        return sorted(snap.scope_names[i] for i in used if snap.scope_names[i])
+
+    def ids(self) -> list[str]:
+        snap = self.columns.current()
+        return sorted(str(x) for x in snap.ids[snap.alive])
+
+
+__all__ = ["Membrane", "DEFAULT_DB_PATH", "SAMPLE_STORE", "TYPE_NAMES"]

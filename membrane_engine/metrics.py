@@ -1,0 +1,62 @@
+"""Store metrics, SPEC 7 (Membrane's GetMetrics), over the column cache plus SQL aggregates."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select
+
+from .columns import TYPE_CODES, TYPE_NAMES, Snapshot
+from .salience import salience_at, take
+from .schema import to_epoch
+from .store import Store, audit_entries, records
+
+BUCKETS = ("0.0-0.2", "0.2-0.4", "0.4-0.6", "0.6-0.8", "0.8-1.0")
+DAY = 86400.0
+
+
+def salience_buckets(values: np.ndarray) -> dict[str, int]:
+    """Lower bound inclusive; everything >= 0.8 (above 1 included) in the last bucket."""
+    index = np.clip(np.floor(values / 0.2 + 1e-12).astype(np.int64), 0, 4)
+    counts = np.bincount(index, minlength=5)
+    return {name: int(c) for name, c in zip(BUCKETS, counts)}
+
+
+def compute_metrics(store: Store, snap: Snapshot, as_of: datetime) -> dict[str, Any]:
+    rows = np.nonzero(snap.alive)[0]
+    total = len(rows)
+    t = to_epoch(as_of)
+    s = salience_at(take(snap.decay, rows), t) if total else np.empty(0)
+    type_codes = snap.type_code[rows]
+    by_type = {name: int(np.count_nonzero(type_codes == TYPE_CODES[name])) for name in TYPE_NAMES}
+    created = snap.created_at[rows]
+    with store.read() as conn:
+        action_counts = dict(conn.execute(
+            select(audit_entries.c.action, func.count()).group_by(audit_entries.c.action)).all())
+        competence = conn.execute(
+            select(func.avg(records.c.success_signal))
+            .where(records.c.type == "competence", records.c.runs > 0)).scalar()
+        plans = conn.execute(
+            select(func.avg(records.c.runs)).where(records.c.type == "plan_graph", records.c.runs.is_not(None))).scalar()
+    audit_total = int(sum(action_counts.values()))
+
+    def share(*actions: str) -> float:
+        return sum(action_counts.get(a, 0) for a in actions) / audit_total if audit_total else 0.0
+
+    return {
+        "total_records": total,
+        "records_by_type": by_type,
+        "avg_salience": float(s.mean()) if total else 0.0,
+        "avg_confidence": float(snap.confidence[rows].mean()) if total else 0.0,
+        "salience_distribution": salience_buckets(s) if total else {b: 0 for b in BUCKETS},
+        "active_records": int(np.count_nonzero(s > 0)),
+        "pinned_records": int(np.count_nonzero(snap.decay.pinned[rows])),
+        "total_audit_entries": audit_total,
+        "memory_growth_rate": float(np.count_nonzero((created > t - DAY) & (created <= t)) / total) if total else 0.0,
+        "retrieval_usefulness": share("reinforce"),
+        "competence_success_rate": float(competence) if competence is not None else 0.0,
+        "plan_reuse_frequency": float(plans) if plans is not None else 0.0,
+        "revision_rate": share("revise", "fork", "merge"),
+    }

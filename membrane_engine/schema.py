@@ -1,0 +1,566 @@
+"""Membrane's record model (SPEC 1) as pydantic v2 models, read and written in Membrane's JSON shape.
+
+Every model keeps unknown JSON fields (``extra="allow"``) so a record exported from a Membrane
+deployment comes back out byte-for-byte in meaning. Timestamps are aware UTC datetimes and are
+written as RFC 3339 with a trailing ``Z``.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic import ValidationError as PydanticValidationError
+
+from .errors import ValidationError
+
+UTC = timezone.utc
+ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)  # Go's zero time.Time, used by the redacted view
+
+
+# --------------------------------------------------------------------------- time
+
+
+def as_utc(value: datetime) -> datetime:
+    """Aware UTC datetime; naive values are taken as UTC (SPEC 8)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def format_time(value: datetime) -> str:
+    return as_utc(value).replace(tzinfo=None).isoformat() + "Z"
+
+
+def parse_time(value: str | datetime) -> datetime:
+    if isinstance(value, datetime):
+        return as_utc(value)
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    return as_utc(datetime.fromisoformat(text))
+
+
+def to_epoch(value: datetime | None) -> float:
+    """Seconds since 1970 as a float; NaN for "unset" so numpy code can test it."""
+    if value is None:
+        return math.nan
+    return as_utc(value).timestamp()
+
+
+UTCDateTime = Annotated[
+    datetime,
+    AfterValidator(as_utc),
+    PlainSerializer(format_time, return_type=str, when_used="json"),
+]
+
+
+# --------------------------------------------------------------------------- enums
+
+
+class MemoryType(str, Enum):
+    EPISODIC = "episodic"
+    WORKING = "working"
+    SEMANTIC = "semantic"
+    COMPETENCE = "competence"
+    PLAN_GRAPH = "plan_graph"
+    ENTITY = "entity"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Layer order of SPEC 4 (entity right after working).
+CANONICAL_LAYER_ORDER: tuple[MemoryType, ...] = (
+    MemoryType.WORKING,
+    MemoryType.ENTITY,
+    MemoryType.SEMANTIC,
+    MemoryType.COMPETENCE,
+    MemoryType.PLAN_GRAPH,
+    MemoryType.EPISODIC,
+)
+LAYER_RANK: dict[str, int] = {t.value: i for i, t in enumerate(CANONICAL_LAYER_ORDER)}
+SELECTOR_TYPES = frozenset({MemoryType.COMPETENCE.value, MemoryType.PLAN_GRAPH.value})
+
+
+class Sensitivity(str, Enum):
+    PUBLIC = "public"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    HYPER = "hyper"
+
+    @property
+    def level(self) -> int:
+        return SENSITIVITY_LEVELS[self.value]
+
+    def __str__(self) -> str:
+        return self.value
+
+
+SENSITIVITY_LEVELS: dict[str, int] = {s.value: i for i, s in enumerate(Sensitivity)}
+
+
+def sensitivity_level(value: Any) -> int:
+    """Level 0..4 of a sensitivity, or -1 for a value that is not one (always hidden)."""
+    key = value.value if isinstance(value, Enum) else value
+    return SENSITIVITY_LEVELS.get(key, -1) if isinstance(key, str) else -1
+
+
+class DecayCurve(str, Enum):
+    EXPONENTIAL = "exponential"
+    LINEAR = "linear"
+    CUSTOM = "custom"
+
+
+class DeletionPolicy(str, Enum):
+    AUTO_PRUNE = "auto_prune"
+    MANUAL_ONLY = "manual_only"
+    NEVER = "never"
+
+
+class RevisionStatus(str, Enum):
+    ACTIVE = "active"
+    CONTESTED = "contested"
+    RETRACTED = "retracted"
+
+
+class ValidityMode(str, Enum):
+    GLOBAL = "global"
+    CONDITIONAL = "conditional"
+    TIMEBOXED = "timeboxed"
+
+
+class TaskState(str, Enum):
+    PLANNING = "planning"
+    EXECUTING = "executing"
+    BLOCKED = "blocked"
+    WAITING = "waiting"
+    DONE = "done"
+
+
+class OutcomeStatus(str, Enum):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    PARTIAL = "partial"
+
+
+class AuditAction(str, Enum):
+    CREATE = "create"
+    REVISE = "revise"
+    FORK = "fork"
+    MERGE = "merge"
+    DELETE = "delete"
+    REINFORCE = "reinforce"
+    DECAY = "decay"
+
+
+class ProvenanceKind(str, Enum):
+    EVENT = "event"
+    ARTIFACT = "artifact"
+    TOOL_CALL = "tool_call"
+    OBSERVATION = "observation"
+    OUTCOME = "outcome"
+
+
+class EdgeKind(str, Enum):
+    DATA = "data"
+    CONTROL = "control"
+
+
+# --------------------------------------------------------------------------- base
+
+
+class MembraneModel(BaseModel):
+    model_config = ConfigDict(extra="allow", use_enum_values=False, validate_assignment=False)
+
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+UnitFloat = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+class DecayProfile(MembraneModel):
+    curve: DecayCurve = DecayCurve.EXPONENTIAL
+    half_life_seconds: int = Field(default=86400, ge=0)
+    min_salience: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    max_age_seconds: int = Field(default=0, ge=0)
+    reinforcement_gain: float = Field(default=0.1, allow_inf_nan=False)
+    # Extension (SPEC 2): piecewise-linear factor curve of a custom profile.
+    points: list[tuple[float, float]] | None = None
+
+    @field_validator("points")
+    @classmethod
+    def _check_points(cls, points: list[tuple[float, float]] | None):
+        if points is None:
+            return None
+        if not points or list(points[0]) != [0, 1]:
+            raise ValueError("custom decay points must start at [0, 1]")
+        for (t0, f0), (t1, f1) in zip(points, points[1:]):
+            if not t1 > t0:
+                raise ValueError(f"custom decay point times must increase ({t0} then {t1})")
+            if f1 > f0:
+                raise ValueError(f"custom decay factors must not increase ({f0} then {f1})")
+        for t, f in points:
+            if not (math.isfinite(t) and math.isfinite(f) and 0 <= f <= 1):
+                raise ValueError(f"custom decay point [{t}, {f}] is out of range")
+        return points
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_points(self, handler):
+        data = handler(self)
+        if data.get("points") is None:
+            data.pop("points", None)
+        return data
+
+
+class Lifecycle(MembraneModel):
+    decay: DecayProfile = Field(default_factory=DecayProfile)
+    last_reinforced_at: UTCDateTime | None = None
+    pinned: bool = False
+    deletion_policy: DeletionPolicy = DeletionPolicy.AUTO_PRUNE
+    # Extension fields (SPEC 2): the salience anchor, kept exactly through export/import.
+    anchor_salience: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+    anchor_at: UTCDateTime | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_anchor(self, handler):
+        data = handler(self)
+        for key in ("anchor_salience", "anchor_at"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+
+# --------------------------------------------------------------------------- provenance, relations, audit
+
+
+class ProvenanceSource(MembraneModel):
+    kind: ProvenanceKind
+    ref: str
+    hash: str | None = None
+    created_by: str | None = None
+    timestamp: UTCDateTime | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_none(self, handler):
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+
+class Provenance(MembraneModel):
+    sources: list[ProvenanceSource] = Field(default_factory=list)
+    created_by: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_none(self, handler):
+        data = handler(self)
+        if data.get("created_by") is None:
+            data.pop("created_by", None)
+        return data
+
+
+class Relation(MembraneModel):
+    predicate: str
+    target_id: str
+    weight: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    created_at: UTCDateTime | None = None
+
+
+class AuditEntry(MembraneModel):
+    action: AuditAction
+    actor: str
+    timestamp: UTCDateTime
+    rationale: str
+
+
+# --------------------------------------------------------------------------- payloads
+
+
+class TimelineEvent(MembraneModel):
+    t: UTCDateTime | None = None
+    event_kind: str = ""
+    ref: str = ""
+    summary: str = ""
+
+
+class ToolNode(MembraneModel):
+    id: str
+    tool: str = ""
+    args: dict[str, Any] = Field(default_factory=dict)
+    result: Any = None
+    timestamp: UTCDateTime | None = None
+    depends_on: list[str] = Field(default_factory=list)
+
+
+class EnvironmentSnapshot(MembraneModel):
+    os: str = ""
+    os_version: str = ""
+    tool_versions: dict[str, str] = Field(default_factory=dict)
+    working_directory: str = ""
+    context: dict[str, Any] = Field(default_factory=dict)
+
+
+class EpisodicPayload(MembraneModel):
+    kind: Literal["episodic"]
+    timeline: list[TimelineEvent] = Field(default_factory=list)
+    tool_graph: list[ToolNode] = Field(default_factory=list)
+    environment: EnvironmentSnapshot | None = None
+    outcome: OutcomeStatus | None = None
+    artifacts: list[str] = Field(default_factory=list)
+    tool_graph_ref: str = ""
+
+
+class Constraint(MembraneModel):
+    type: str = ""
+    key: str = ""
+    value: Any = None
+    required: bool = False
+
+
+class WorkingPayload(MembraneModel):
+    kind: Literal["working"]
+    thread_id: str = ""
+    state: TaskState = TaskState.PLANNING
+    active_constraints: list[Constraint] = Field(default_factory=list)
+    next_actions: list[str] = Field(default_factory=list)
+    open_questions: list[str] = Field(default_factory=list)
+    context_summary: str = ""
+
+
+class Validity(MembraneModel):
+    mode: ValidityMode = ValidityMode.GLOBAL
+    conditions: Any = None
+    start: UTCDateTime | None = None
+    end: UTCDateTime | None = None
+
+
+class EvidenceRef(MembraneModel):
+    source_type: str
+    source_id: str
+    timestamp: UTCDateTime | None = None
+
+
+class RevisionState(MembraneModel):
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    status: RevisionStatus = RevisionStatus.ACTIVE
+
+
+class SemanticPayload(MembraneModel):
+    kind: Literal["semantic"]
+    subject: str = ""
+    predicate: str = ""
+    object: Any = None
+    validity: Validity = Field(default_factory=Validity)
+    evidence: list[EvidenceRef] = Field(default_factory=list)
+    revision_policy: str = ""
+    revision: RevisionState | None = None
+
+
+class Trigger(MembraneModel):
+    signal: str = ""
+    conditions: Any = None
+
+
+class RecipeStep(MembraneModel):
+    step: str = ""
+    tool: str = ""
+    args_schema: Any = None
+    validation: Any = None
+
+
+class PerformanceStats(MembraneModel):
+    success_count: int = Field(default=0, ge=0)
+    failure_count: int = Field(default=0, ge=0)
+    success_rate: float = Field(default=0.0, allow_inf_nan=False)
+    avg_latency_ms: float = Field(default=0.0, allow_inf_nan=False)
+    last_used_at: UTCDateTime | None = None
+
+
+class CompetencePayload(MembraneModel):
+    kind: Literal["competence"]
+    skill_name: str = ""
+    triggers: list[Trigger] = Field(default_factory=list)
+    recipe: list[RecipeStep] = Field(default_factory=list)
+    required_tools: list[str] = Field(default_factory=list)
+    failure_modes: list[str] = Field(default_factory=list)
+    fallbacks: list[str] = Field(default_factory=list)
+    performance: PerformanceStats | None = None
+    version: str = ""
+
+
+class PlanNode(MembraneModel):
+    id: str
+    op: str = ""
+    params: Any = None
+    guards: Any = None
+
+
+class PlanEdge(MembraneModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, serialize_by_alias=True)
+
+    from_: str = Field(alias="from")
+    to: str
+    kind: EdgeKind = EdgeKind.CONTROL
+
+
+class PlanMetrics(MembraneModel):
+    avg_latency_ms: float = Field(default=0.0, allow_inf_nan=False)
+    failure_rate: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    execution_count: int = Field(default=0, ge=0)
+    last_executed_at: UTCDateTime | None = None
+
+
+class PlanGraphPayload(MembraneModel):
+    kind: Literal["plan_graph"]
+    plan_id: str = ""
+    version: str = ""
+    intent: str = ""
+    constraints: dict[str, Any] = Field(default_factory=dict)
+    inputs_schema: dict[str, Any] = Field(default_factory=dict)
+    outputs_schema: dict[str, Any] = Field(default_factory=dict)
+    nodes: list[PlanNode] = Field(default_factory=list)
+    edges: list[PlanEdge] = Field(default_factory=list)
+    metrics: PlanMetrics | None = None
+
+
+class EntityIdentifier(MembraneModel):
+    namespace: str = ""
+    value: str = ""
+
+
+class EntityPayload(MembraneModel):
+    kind: Literal["entity"]
+    canonical_name: str = ""
+    primary_type: str = ""
+    types: list[str] = Field(default_factory=list)
+    aliases: list[Any] = Field(default_factory=list)
+    identifiers: list[EntityIdentifier] = Field(default_factory=list)
+    summary: str = ""
+
+
+Payload = Annotated[
+    Union[
+        EpisodicPayload,
+        WorkingPayload,
+        SemanticPayload,
+        CompetencePayload,
+        PlanGraphPayload,
+        EntityPayload,
+    ],
+    Field(discriminator="kind"),
+]
+
+
+# --------------------------------------------------------------------------- the record
+
+
+class MemoryRecord(MembraneModel):
+    id: str = Field(min_length=1)
+    type: MemoryType
+    sensitivity: Sensitivity
+    confidence: UnitFloat = 1.0
+    salience: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
+    scope: str = ""
+    tags: list[str] = Field(default_factory=list)
+    created_at: UTCDateTime = Field(default_factory=lambda: datetime.now(UTC))
+    updated_at: UTCDateTime | None = None
+    lifecycle: Lifecycle = Field(default_factory=Lifecycle)
+    provenance: Provenance = Field(default_factory=Provenance)
+    relations: list[Relation] = Field(default_factory=list)
+    payload: Payload | None
+    audit_log: list[AuditEntry] = Field(default_factory=list)
+    # Set only on the metadata-only view that trust gating returns (SPEC 3).
+    redacted: bool = False
+
+    @model_validator(mode="after")
+    def _check_record(self) -> "MemoryRecord":
+        if self.updated_at is None:
+            self.updated_at = self.created_at
+        if self.redacted:
+            return self
+        if self.payload is None:
+            raise ValueError("payload is required")
+        if self.payload.kind != self.type.value:
+            raise ValueError(
+                f"payload.kind {self.payload.kind!r} differs from type {self.type.value!r}"
+            )
+        if self.lifecycle.decay.half_life_seconds < 1:
+            raise ValueError(
+                "lifecycle.decay.half_life_seconds must be >= 1 "
+                f"(got {self.lifecycle.decay.half_life_seconds})"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_redacted_flag(self, handler):
+        data = handler(self)
+        if not data.get("redacted"):
+            data.pop("redacted", None)
+        return data
+
+    # Membrane JSON in and out -------------------------------------------------
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+    @property
+    def revision_status(self) -> str | None:
+        if isinstance(self.payload, SemanticPayload) and self.payload.revision is not None:
+            return self.payload.revision.status.value
+        return None
+
+
+# --------------------------------------------------------------------------- validation at the boundary
+
+
+def _describe(error: dict[str, Any]) -> tuple[str, str]:
+    loc = ".".join(str(p) for p in error.get("loc", ()) if not str(p).endswith("Payload"))
+    # The discriminated union puts the payload kind in the location; drop it for readability.
+    loc = loc.replace("payload.episodic", "payload").replace("payload.working", "payload")
+    for kind in ("semantic", "competence", "plan_graph", "entity"):
+        loc = loc.replace(f"payload.{kind}", "payload")
+    message = error.get("msg", "invalid")
+    if "input" in error and error.get("type") not in ("missing",):
+        shown = repr(error["input"])
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        message = f"{message} (got {shown})"
+    if message.startswith("Value error, "):
+        message = message[len("Value error, "):]
+    return loc or "record", message
+
+
+def problems_of(exc: PydanticValidationError) -> list[tuple[str, str]]:
+    return [_describe(e) for e in exc.errors(include_url=False)]
+
+
+def validate_record(data: Any, where: str = "") -> MemoryRecord:
+    """Validate one record in Membrane's JSON shape, raising our ValidationError naming the field."""
+    if isinstance(data, MemoryRecord):
+        data = data.model_dump(mode="json", by_alias=True)
+    if not isinstance(data, dict):
+        raise ValidationError(
+            f"{where}record must be a JSON object (got {type(data).__name__})",
+            [(where.strip(": ") or "record", "not an object")],
+        )
+    try:
+        return MemoryRecord.model_validate(data)
+    except PydanticValidationError as exc:
+        problems = problems_of(exc)
+        text = "; ".join(f"{loc}: {msg}" for loc, msg in problems)
+        raise ValidationError(f"{where}{text}", problems) from None

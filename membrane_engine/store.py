@@ -1,0 +1,422 @@
+"""Storage on SQLAlchemy 2: the only module that speaks SQL.
+
+Layout:
+- ``records``: one row per live record, the full Membrane JSON in ``doc`` (without its audit
+  log) plus scalar columns for everything queries filter and sort on.
+- ``audit_entries``: append-only, hash-chained per record (see audit.py). Nothing in the code
+  updates or deletes a row of it.
+- ``archive``: records taken out by prune or delete, with their full JSON; restore puts them back.
+- ``changes``: one row per write to a record, so other processes' column caches can catch up.
+- ``meta``: the schema version.
+
+SQLite runs in WAL mode and takes its write lock when a write transaction begins
+(``BEGIN IMMEDIATE``), so two writers never interleave a read-modify-write; PostgreSQL locks
+the rows a write touches with ``SELECT ... FOR UPDATE``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from .errors import StoreUnavailableError
+from .salience import CURVE_CODES
+from .schema import MemoryRecord, format_time, sensitivity_level, to_epoch
+from .selector import success_signal
+
+SCHEMA_VERSION = 1
+DEFAULT_DB_PATH = Path(os.environ.get("MEMBRANE_HOME", Path.home() / ".membrane")) / "membrane.db"
+
+metadata = MetaData()
+
+records = Table(
+    "records",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("type", String(16), nullable=False),
+    Column("sensitivity", String(16), nullable=False),
+    Column("sens_level", SmallInteger, nullable=False),
+    Column("scope", String(256), nullable=False, default=""),
+    Column("confidence", Float, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("anchor_salience", Float, nullable=False),
+    Column("anchor_at", Float, nullable=False),
+    Column("curve", SmallInteger, nullable=False),
+    Column("half_life", Float, nullable=False),
+    Column("min_salience", Float, nullable=False),
+    Column("max_age", Float, nullable=False),
+    Column("decay_points", Text, nullable=True),
+    Column("pinned", Boolean, nullable=False),
+    Column("deletion_policy", String(16), nullable=False),
+    Column("last_reinforced_at", Float, nullable=True),
+    Column("success_signal", Float, nullable=False),
+    # Runs behind the success signal (competence: successes + failures; plan: executions);
+    # NULL when the record carries no performance / metrics object (SPEC 7 metrics).
+    Column("runs", Float, nullable=True),
+    Column("status", String(16), nullable=True),
+    Column("tags", Text, nullable=False, default="[]"),
+    Column("doc", Text, nullable=False),
+    Column("audit_head", String(128), nullable=True),
+    Index("ix_records_gate", "type", "sens_level", "scope"),
+    Index("ix_records_scope", "scope"),
+    Index("ix_records_created", "created_at"),
+    Index("ix_records_anchor", "anchor_salience", "anchor_at"),
+    Index("ix_records_decay", "curve", "half_life", "pinned"),
+)
+
+audit_entries = Table(
+    "audit_entries",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("record_id", String(128), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("actor", String(256), nullable=False),
+    Column("timestamp", String(40), nullable=False),
+    Column("ts", Float, nullable=False),
+    Column("rationale", Text, nullable=False),
+    Column("details", Text, nullable=True),
+    Column("prev_hash", String(128), nullable=False),
+    Column("hash", String(128), nullable=False),
+    UniqueConstraint("record_id", "position", name="uq_audit_record_position"),
+    Index("ix_audit_ts", "ts"),
+    Index("ix_audit_actor", "actor"),
+    Index("ix_audit_action", "action"),
+)
+
+archive = Table(
+    "archive",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("doc", Text, nullable=False),
+    Column("audit_head", String(128), nullable=True),
+    Column("archived_at", Float, nullable=False),
+)
+
+changes = Table(
+    "changes",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("record_id", String(128), nullable=False),
+)
+
+meta = Table(
+    "meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+# Columns the numpy cache loads (see columns.py); order matters there.
+SCALAR_COLUMNS = (
+    "id", "type", "sens_level", "scope", "confidence", "created_at", "anchor_salience",
+    "anchor_at", "curve", "half_life", "min_salience", "max_age", "decay_points", "pinned",
+    "deletion_policy", "last_reinforced_at", "success_signal",
+)
+
+
+def default_url() -> str:
+    return os.environ.get("MEMBRANE_DB_URL") or f"sqlite:///{DEFAULT_DB_PATH}"
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (see _sqlite_begin)
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout = 60000")
+    cur.execute("PRAGMA foreign_keys = ON")
+    try:
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")
+    except Exception:  # read-only files cannot switch journal mode; reading still works
+        pass
+    cur.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    write = conn.get_execution_options().get("membrane_write", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def record_row(record: MemoryRecord, anchor_salience: float, anchor_at: float, audit_head: str | None) -> dict[str, Any]:
+    """The row of a record, with the anchor written into its lifecycle as well (the doc is
+    what reads return; the columns are what queries use: both come from here)."""
+    doc = record.to_json_dict()
+    doc["audit_log"] = []
+    doc.pop("redacted", None)
+    doc["lifecycle"]["anchor_salience"] = anchor_salience
+    doc["lifecycle"]["anchor_at"] = format_time(datetime.fromtimestamp(anchor_at, timezone.utc))
+    decay = record.lifecycle.decay
+    payload = record.payload
+    status = None
+    if payload is not None and getattr(payload, "revision", None) is not None:
+        status = payload.revision.status.value
+    lri = record.lifecycle.last_reinforced_at
+    return {
+        "id": record.id,
+        "type": record.type.value,
+        "sensitivity": record.sensitivity.value,
+        "sens_level": sensitivity_level(record.sensitivity),
+        "scope": record.scope,
+        "confidence": record.confidence,
+        "created_at": to_epoch(record.created_at),
+        "updated_at": to_epoch(record.updated_at),
+        "anchor_salience": anchor_salience,
+        "anchor_at": anchor_at,
+        "curve": CURVE_CODES[decay.curve.value],
+        "half_life": float(decay.half_life_seconds),
+        "min_salience": decay.min_salience,
+        "max_age": float(decay.max_age_seconds),
+        "decay_points": json.dumps(decay.points) if decay.curve.value == "custom" and decay.points else None,
+        "pinned": record.lifecycle.pinned,
+        "deletion_policy": record.lifecycle.deletion_policy.value,
+        "last_reinforced_at": None if lri is None or lri.year <= 1 else to_epoch(lri),
+        "success_signal": success_signal(record),
+        "runs": _runs(record),
+        "status": status,
+        "tags": json.dumps(record.tags),
+        "doc": json.dumps(doc, separators=(",", ":"), ensure_ascii=False),
+        "audit_head": audit_head,
+    }
+
+
+def _runs(record: MemoryRecord) -> float | None:
+    payload = record.payload
+    perf = getattr(payload, "performance", None)
+    if perf is not None:
+        return float(perf.success_count + perf.failure_count)
+    plan_metrics = getattr(payload, "metrics", None)
+    if plan_metrics is not None:
+        return float(plan_metrics.execution_count)
+    return None
+
+
+@dataclass
+class StoredRow:
+    """A record's doc plus the columns a caller needs without parsing it."""
+
+    id: str
+    doc: dict[str, Any]
+    anchor_salience: float
+    anchor_at: float
+    audit_head: str | None
+
+
+class Store:
+    """Owns the SQLAlchemy engine; every transaction goes through ``read()`` or ``write()``."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        kwargs: dict[str, Any] = {"future": True}
+        if self.is_sqlite:
+            path = url.split("///", 1)[1] if "///" in url else ""
+            if path and path != ":memory:" and not path.startswith("file:"):
+                Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"timeout": 60, "check_same_thread": False}
+            if path in ("", ":memory:"):
+                from sqlalchemy.pool import StaticPool
+
+                kwargs["poolclass"] = StaticPool
+        else:
+            kwargs["pool_pre_ping"] = True
+        try:
+            self.engine: Engine = create_engine(url, **kwargs)
+        except Exception as exc:  # bad URL, missing driver
+            raise StoreUnavailableError(f"cannot open store {self.display_url}: {exc}") from exc
+        if self.is_sqlite:
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "begin", _sqlite_begin)
+        self._created = False
+
+    @property
+    def display_url(self) -> str:
+        """The URL without a password, for pages and messages."""
+        try:
+            from sqlalchemy.engine import make_url
+
+            return make_url(self.url).render_as_string(hide_password=True)
+        except Exception:
+            return self.url
+
+    def create(self) -> bool:
+        """Create the schema on first open. Returns True when the store was new."""
+        with self.write() as conn:
+            existed = self.engine.dialect.has_table(conn, "meta")
+            if not existed:
+                metadata.create_all(conn)
+                conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+            else:
+                version = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
+                if version is None or int(version) > SCHEMA_VERSION:
+                    raise StoreUnavailableError(
+                        f"store {self.display_url} has schema version {version}; this engine knows {SCHEMA_VERSION}"
+                    )
+        return not existed
+
+    # transactions -------------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+        except (OperationalError, DBAPIError) as exc:
+            raise StoreUnavailableError(self._explain_db_error(exc)) from exc
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One write transaction: all of it commits or none of it does."""
+        try:
+            with self.engine.connect() as conn:
+                conn.execution_options(membrane_write=True)
+                with conn.begin():
+                    if not self.is_sqlite:
+                        # Serialize writers so the change log's sequence order is commit order
+                        # (column caches read "everything after N" and must not miss a change).
+                        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7264321)")
+                    yield conn
+        except (OperationalError, DBAPIError) as exc:
+            if getattr(exc, "connection_invalidated", False) or isinstance(exc, OperationalError):
+                raise StoreUnavailableError(self._explain_db_error(exc)) from exc
+            raise
+
+    def _explain_db_error(self, exc: Exception) -> str:
+        text_ = str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(exc) else type(exc).__name__
+        lowered = text_.lower()
+        if "locked" in lowered or "busy" in lowered:
+            hint = "the database is locked by another process; try again in a moment"
+        elif "readonly" in lowered or "read-only" in lowered:
+            hint = "the database is read-only; writes are not possible"
+        elif "unable to open" in lowered or "no such file" in lowered:
+            hint = "the database file cannot be opened"
+        elif "connection" in lowered or "server" in lowered or "terminat" in lowered:
+            hint = "the database server is unreachable"
+        else:
+            hint = "the database refused the operation"
+        return f"{hint} ({self.display_url}: {text_})"
+
+    # rows ---------------------------------------------------------------------
+
+    def lock(self, conn: Connection, ids: Sequence[str]) -> dict[str, StoredRow]:
+        """Rows of ``ids`` (those that exist), locked for this write transaction."""
+        q = select(records.c.id, records.c.doc, records.c.anchor_salience, records.c.anchor_at, records.c.audit_head)
+        q = q.where(records.c.id.in_(sorted(set(ids))))
+        if not self.is_sqlite:
+            q = q.order_by(records.c.id).with_for_update()
+        return {r.id: StoredRow(r.id, json.loads(r.doc), r.anchor_salience, r.anchor_at, r.audit_head)
+                for r in conn.execute(q)}
+
+    def fetch(self, conn: Connection, ids: Sequence[str]) -> dict[str, StoredRow]:
+        out: dict[str, StoredRow] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 900):
+            chunk = unique[start:start + 900]
+            q = select(records.c.id, records.c.doc, records.c.anchor_salience, records.c.anchor_at, records.c.audit_head)
+            for r in conn.execute(q.where(records.c.id.in_(chunk))):
+                out[r.id] = StoredRow(r.id, json.loads(r.doc), r.anchor_salience, r.anchor_at, r.audit_head)
+        return out
+
+    def existing_ids(self, conn: Connection, ids: Iterable[str], include_archive: bool = True) -> set[str]:
+        unique = list(dict.fromkeys(ids))
+        found: set[str] = set()
+        tables = (records, archive) if include_archive else (records,)
+        for start in range(0, len(unique), 900):
+            chunk = unique[start:start + 900]
+            for table in tables:
+                found.update(conn.execute(select(table.c.id).where(table.c.id.in_(chunk))).scalars())
+        return found
+
+    def insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            conn.execute(records.insert(), rows)
+            conn.execute(changes.insert(), [{"record_id": r["id"]} for r in rows])
+
+    def update_row(self, conn: Connection, row: dict[str, Any]) -> None:
+        values = {k: v for k, v in row.items() if k != "id"}
+        conn.execute(records.update().where(records.c.id == row["id"]).values(**values))
+        conn.execute(changes.insert().values(record_id=row["id"]))
+
+    def set_audit_head(self, conn: Connection, record_id: str, head: str) -> None:
+        conn.execute(records.update().where(records.c.id == record_id).values(audit_head=head))
+
+    def remove_row(self, conn: Connection, record_id: str) -> None:
+        conn.execute(records.delete().where(records.c.id == record_id))
+        conn.execute(changes.insert().values(record_id=record_id))
+
+    # archive ------------------------------------------------------------------
+
+    def archive_doc(self, conn: Connection, record_id: str, doc: dict[str, Any], audit_head: str | None, when: float) -> None:
+        conn.execute(archive.delete().where(archive.c.id == record_id))
+        conn.execute(archive.insert().values(id=record_id, doc=json.dumps(doc, ensure_ascii=False),
+                                             audit_head=audit_head, archived_at=when))
+
+    def archived(self, conn: Connection, record_id: str, lock: bool = False) -> tuple[dict[str, Any], str | None] | None:
+        q = select(archive.c.doc, archive.c.audit_head).where(archive.c.id == record_id)
+        if lock and not self.is_sqlite:
+            q = q.with_for_update()
+        row = conn.execute(q).first()
+        return (json.loads(row.doc), row.audit_head) if row else None
+
+    def unarchive(self, conn: Connection, record_id: str) -> None:
+        conn.execute(archive.delete().where(archive.c.id == record_id))
+
+    def archived_ids(self, conn: Connection) -> list[str]:
+        return list(conn.execute(select(archive.c.id).order_by(archive.c.archived_at.desc())).scalars())
+
+    # change log -------------------------------------------------------------------
+
+    def change_counter(self, conn: Connection) -> int:
+        return int(conn.execute(select(func.coalesce(func.max(changes.c.seq), 0))).scalar())
+
+    def changed_since(self, conn: Connection, seq: int) -> set[str]:
+        return set(conn.execute(select(changes.c.record_id).where(changes.c.seq > seq)).scalars())
+
+    def scalar_rows(self, conn: Connection, ids: Sequence[str] | None = None) -> list[tuple]:
+        cols = [records.c[name] for name in SCALAR_COLUMNS]
+        if ids is None:
+            return [tuple(r) for r in conn.execute(select(*cols))]
+        out: list[tuple] = []
+        unique = list(ids)
+        for start in range(0, len(unique), 900):
+            q = select(*cols).where(records.c.id.in_(unique[start:start + 900]))
+            out.extend(tuple(r) for r in conn.execute(q))
+        return out
+
+    def count(self, conn: Connection) -> int:
+        return int(conn.execute(select(func.count()).select_from(records)).scalar())
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def sql(statement: str):
+    """Literal SQL for the few places (metrics, pages of the audit log) that read aggregates."""
+    return text(statement)

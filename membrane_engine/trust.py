@@ -1,0 +1,178 @@
+"""Trust gating, SPEC 3: full, redacted or hidden, with the reasons, and the redacted view.
+
+The scalar ``decide`` (for explanations) and the vectorized ``verdicts`` (for retrieval over
+columns) are the same rule; tests check them against each other on random stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .schema import (
+    SENSITIVITY_LEVELS,
+    ZERO_TIME,
+    DecayCurve,
+    DecayProfile,
+    DeletionPolicy,
+    Lifecycle,
+    MemoryRecord,
+    Provenance,
+    Sensitivity,
+    sensitivity_level,
+)
+
+
+class Verdict(str, Enum):
+    FULL = "full"
+    REDACTED = "redacted"
+    HIDDEN = "hidden"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+VERDICT_CODES = {Verdict.HIDDEN: 0, Verdict.REDACTED: 1, Verdict.FULL: 2}
+
+
+class TrustContext(BaseModel):
+    """Who is asking: the most sensitive level they may see in full, and the scopes allowed.
+    An empty ``scopes`` list allows every scope."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_sensitivity: Sensitivity
+    authenticated: bool = False
+    actor_id: str = ""
+    scopes: tuple[str, ...] = Field(default_factory=tuple)
+
+    @field_validator("scopes", mode="before")
+    @classmethod
+    def _scopes_as_tuple(cls, value: Any):
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            raise ValueError("scopes must be a list of strings, not one string")
+        return tuple(value)
+
+    @property
+    def max_level(self) -> int:
+        return self.max_sensitivity.level
+
+
+@dataclass(frozen=True)
+class Reason:
+    rule: str  # machine-readable: sensitivity_within, sensitivity_one_above, ...
+    sentence: str
+
+    def __str__(self) -> str:
+        return self.sentence
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    reasons: list[Reason] = field(default_factory=list)
+
+
+def _fmt_scopes(scopes: tuple[str, ...]) -> str:
+    return "[" + ", ".join(scopes) + "]"
+
+
+def scope_decision(scope: str, trust: TrustContext) -> tuple[bool, Reason]:
+    if not trust.scopes:
+        return True, Reason("no_scopes", "no scopes given: all scopes allowed")
+    if scope == "":
+        return True, Reason("unscoped", "unscoped: visible in every scope")
+    if scope in trust.scopes:
+        return True, Reason("scope_allowed", f"scope {scope} is in {_fmt_scopes(trust.scopes)}")
+    return False, Reason("scope_denied", f"scope {scope} not in {_fmt_scopes(trust.scopes)}: hidden")
+
+
+def decide(sensitivity: Any, scope: str, trust: TrustContext) -> Decision:
+    """The trust decision for a record's sensitivity and scope, with its reasons."""
+    level = sensitivity_level(sensitivity)
+    name = sensitivity.value if isinstance(sensitivity, Enum) else str(sensitivity)
+    max_name = trust.max_sensitivity.value
+    scope_ok, scope_reason = scope_decision(scope, trust)
+    if level < 0:
+        sens_verdict = Verdict.HIDDEN
+        sens_reason = Reason("sensitivity_unknown", f"sensitivity {name!r} is not a known level: hidden")
+    elif level <= trust.max_level:
+        sens_verdict = Verdict.FULL
+        sens_reason = Reason("sensitivity_within", f"sensitivity {name} is within max {max_name}")
+    elif level == trust.max_level + 1:
+        sens_verdict = Verdict.REDACTED
+        sens_reason = Reason("sensitivity_one_above", f"sensitivity {name} is one level above max {max_name}: redacted")
+    else:
+        sens_verdict = Verdict.HIDDEN
+        sens_reason = Reason(
+            "sensitivity_too_high",
+            f"sensitivity {name} is {level - trust.max_level} levels above max {max_name}: hidden",
+        )
+    verdict = sens_verdict if scope_ok else Verdict.HIDDEN
+    return Decision(verdict, [sens_reason, scope_reason])
+
+
+def verdicts(levels: np.ndarray, scope_codes: np.ndarray, scope_names: list[str], trust: TrustContext) -> np.ndarray:
+    """Vectorized ``decide``: VERDICT_CODES per record from sensitivity levels (-1 unknown) and
+    scope codes indexing ``scope_names``."""
+    if trust.scopes:
+        allowed = {name for name in trust.scopes}
+        allowed.add("")
+        allowed_codes = np.array([i for i, s in enumerate(scope_names) if s in allowed], dtype=scope_codes.dtype)
+        scope_ok = np.isin(scope_codes, allowed_codes)
+    else:
+        scope_ok = np.ones(len(levels), dtype=bool)
+    known = levels >= 0
+    full = known & (levels <= trust.max_level) & scope_ok
+    redacted = known & (levels == trust.max_level + 1) & scope_ok
+    out = np.zeros(len(levels), dtype=np.int8)
+    out[redacted] = VERDICT_CODES[Verdict.REDACTED]
+    out[full] = VERDICT_CODES[Verdict.FULL]
+    return out
+
+
+REDACTED_KEEP = ("id", "type", "sensitivity", "confidence", "salience", "scope", "tags", "created_at", "updated_at")
+
+
+def redact(record: MemoryRecord) -> MemoryRecord:
+    """The metadata-only view (SPEC 3). Built from the kept fields alone, so no other byte of
+    the original (extra JSON fields included) can reach the caller."""
+    return MemoryRecord.model_construct(
+        id=record.id,
+        type=record.type,
+        sensitivity=record.sensitivity,
+        confidence=record.confidence,
+        salience=record.salience,
+        scope=record.scope,
+        tags=list(record.tags),
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        lifecycle=Lifecycle.model_construct(
+            decay=DecayProfile.model_construct(
+                curve=DecayCurve.EXPONENTIAL, half_life_seconds=0, min_salience=0.0,
+                max_age_seconds=0, reinforcement_gain=0.0, points=None,
+            ),
+            last_reinforced_at=ZERO_TIME,
+            pinned=False,
+            deletion_policy=DeletionPolicy.AUTO_PRUNE,
+            anchor_salience=None,
+            anchor_at=None,
+        ),
+        provenance=Provenance.model_construct(sources=[], created_by=None),
+        relations=[],
+        payload=None,
+        audit_log=[],
+        redacted=True,
+    )
+
+
+__all__ = [
+    "SENSITIVITY_LEVELS", "TrustContext", "Verdict", "Reason", "Decision", "decide", "verdicts",
+    "redact", "scope_decision", "VERDICT_CODES",
+]
