@@ -1,0 +1,1 @@
+"""Membrane Console: a Streamlit app over membrane_engine (see console/app.py)."""

@@ -1,0 +1,39 @@
+"""Membrane Console: `streamlit run console/app.py [-- --db URL]`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+# `streamlit run console/app.py` puts console/ on sys.path, not the project root.
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from console import state  # noqa: E402
+
+st.set_page_config(page_title="Membrane Console", page_icon="🧠", layout="wide")
+
+PAGES = Path(__file__).resolve().parent / "app_pages"
+pages = [
+    st.Page(PAGES / "overview.py", title="Overview", icon="📊", url_path="overview", default=True),
+    st.Page(PAGES / "simulator.py", title="Trust simulator", icon="🔍", url_path="simulator"),
+    st.Page(PAGES / "what_if.py", title="What-if", icon="⚖️", url_path="what-if"),
+    st.Page(PAGES / "records.py", title="Record explorer", icon="🗂️", url_path="records"),
+    st.Page(PAGES / "decay.py", title="Salience decay", icon="📉", url_path="decay"),
+    st.Page(PAGES / "selector.py", title="Selector inspector", icon="🎯", url_path="selector"),
+    st.Page(PAGES / "audit.py", title="Audit log", icon="📜", url_path="audit"),
+    st.Page(PAGES / "curate.py", title="Curate", icon="✍️", url_path="curate"),
+    st.Page(PAGES / "import_export.py", title="Import / export", icon="📦", url_path="import-export"),
+]
+navigation = st.navigation(
+    {"See": pages[:4], "Understand": pages[4:7], "Change": pages[7:]},
+)
+
+with st.sidebar:
+    st.caption("Store")
+    st.code(state.display_url(), language=None, wrap_lines=True)
+
+navigation.run()

@@ -1,0 +1,1 @@
+"""Shared widgets of the console pages."""

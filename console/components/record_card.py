@@ -1,0 +1,77 @@
+"""A record as a card: verdict at a glance, metadata, a one-line summary, and "why?"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from membrane_engine import MemoryRecord
+from membrane_engine.retrieval import Explanation
+
+from .safe import clean, md
+
+VERDICT_COLORS = {"full": "green", "redacted": "orange", "hidden": "gray"}
+VERDICT_ICONS = {"full": "🟢", "redacted": "🟠", "hidden": "⚫"}
+
+
+def verdict_badge(verdict: str) -> None:
+    st.badge(verdict.upper(), color=VERDICT_COLORS.get(verdict, "gray"))
+
+
+def summary(record: MemoryRecord) -> str:
+    """One line that says what the record is about (empty for a redacted view)."""
+    p = record.payload
+    if p is None:
+        return ""
+    kind = p.kind
+    if kind == "semantic":
+        return f"{p.subject} {p.predicate} {p.object!r}" if not isinstance(p.object, str) else f"{p.subject} {p.predicate} {p.object}"
+    if kind == "working":
+        return f"[{p.state.value}] {p.context_summary}"
+    if kind == "episodic":
+        first = p.timeline[0].summary if p.timeline else ""
+        outcome = p.outcome.value if p.outcome else "no outcome"
+        return f"{len(p.timeline)} events, {len(p.tool_graph)} tool calls, {outcome}: {first}"
+    if kind == "competence":
+        return f"skill {p.skill_name} ({len(p.recipe)} steps)"
+    if kind == "plan_graph":
+        return f"plan {p.plan_id}: {p.intent} ({len(p.nodes)} nodes)"
+    if kind == "entity":
+        return f"{p.canonical_name} ({p.primary_type})"
+    return kind
+
+
+def metadata_line(record: MemoryRecord) -> str:
+    scope = md(record.scope) if record.scope else "_unscoped_"
+    tags = ", ".join(md(t, 60) for t in record.tags[:8]) or "no tags"
+    return (f"**{record.type.value}** · {record.sensitivity.value} · scope {scope} · "
+            f"salience **{record.salience:.3f}** · confidence {record.confidence:.2f} · {tags}")
+
+
+def show_explanation(explanation: Explanation) -> None:
+    verdict_badge(explanation.verdict.value)
+    for reason in explanation.reasons:
+        st.text(f"• {reason}")
+
+
+def record_card(record: MemoryRecord, verdict: str | None = None,
+                explain: Callable[[], Explanation] | None = None, key: str = "",
+                on_open: Callable[[str], None] | None = None) -> None:
+    """Draw one record. ``verdict`` defaults to redacted/full from the record itself."""
+    verdict = verdict or ("redacted" if record.redacted else "full")
+    with st.container(border=True):
+        head = st.columns([1.1, 5, 1])
+        with head[0]:
+            verdict_badge(verdict)
+        head[1].code(record.id, language=None)
+        if explain is not None:
+            with head[2].popover("why?", use_container_width=True):
+                show_explanation(explain())
+        st.markdown(metadata_line(record))
+        if record.redacted:
+            st.caption("Redacted: metadata only. Payload, provenance, relations and audit log are withheld.")
+        else:
+            st.text(clean(summary(record), 300))
+        if on_open is not None and st.button("Open", key=f"open_{key}_{record.id}"):
+            on_open(record.id)

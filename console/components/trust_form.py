@@ -1,0 +1,144 @@
+"""The trust-context form, its presets, and its encoding in the page URL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import streamlit as st
+
+from membrane_engine import MemoryType, Sensitivity, TrustContext
+from membrane_engine.schema import CANONICAL_LAYER_ORDER, parse_time
+
+SENSITIVITIES = [s.value for s in Sensitivity]
+LAYERS = [t.value for t in CANONICAL_LAYER_ORDER]
+
+PRESETS: dict[str, dict] = {
+    "Custom": {},
+    "Public agent (public, no scopes)": {"max_sensitivity": "public", "authenticated": False, "actor_id": "public-agent", "scopes": []},
+    "Project agent (medium, project-alpha)": {"max_sensitivity": "medium", "authenticated": True, "actor_id": "agent-1", "scopes": ["project-alpha"]},
+    "Ops agent (high, infra-ops)": {"max_sensitivity": "high", "authenticated": True, "actor_id": "ops-agent", "scopes": ["infra-ops"]},
+    "Administrator (hyper, every scope)": {"max_sensitivity": "hyper", "authenticated": True, "actor_id": "admin", "scopes": []},
+}
+
+
+@dataclass
+class RequestParams:
+    """A simulation: trust context plus request, as read from widgets or the URL."""
+
+    trust: TrustContext
+    task: str = ""
+    memory_types: tuple[str, ...] = ()
+    min_salience: float = 0.0
+    limit: int = 20
+    as_of: datetime | None = None
+
+    def to_query(self) -> dict[str, str]:
+        q = {
+            "max_sensitivity": self.trust.max_sensitivity.value,
+            "scopes": ",".join(self.trust.scopes),
+            "actor_id": self.trust.actor_id,
+            "authenticated": "true" if self.trust.authenticated else "false",
+            "memory_types": ",".join(self.memory_types),
+            "min_salience": f"{self.min_salience:g}",
+            "limit": str(self.limit),
+            "task": self.task,
+        }
+        if self.as_of is not None:
+            q["as_of"] = self.as_of.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        return q
+
+
+def _split(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+def params_from_query(query: dict[str, str]) -> tuple[dict, list[str]]:
+    """Widget defaults from URL parameters, and a list of problems with the ones that are bad."""
+    out: dict = {}
+    problems: list[str] = []
+    if "max_sensitivity" in query:
+        if query["max_sensitivity"] in SENSITIVITIES:
+            out["max_sensitivity"] = query["max_sensitivity"]
+        else:
+            problems.append(f"max_sensitivity {query['max_sensitivity']!r} is not one of {', '.join(SENSITIVITIES)}")
+    if "scopes" in query:
+        out["scopes"] = _split(query["scopes"])
+    if "actor_id" in query:
+        out["actor_id"] = query["actor_id"]
+    if "authenticated" in query:
+        value = query["authenticated"].lower()
+        if value in ("true", "false"):
+            out["authenticated"] = value == "true"
+        else:
+            problems.append(f"authenticated {query['authenticated']!r} must be true or false")
+    if "memory_types" in query:
+        types = _split(query["memory_types"])
+        bad = [t for t in types if t not in LAYERS]
+        if bad:
+            problems.append(f"memory_types has unknown types: {', '.join(bad)}")
+        out["memory_types"] = [t for t in types if t in LAYERS]
+    if "min_salience" in query:
+        try:
+            value = float(query["min_salience"])
+            if not 0 <= value < float("inf"):
+                raise ValueError
+            out["min_salience"] = value
+        except ValueError:
+            problems.append(f"min_salience {query['min_salience']!r} must be a non-negative number")
+    if "limit" in query:
+        try:
+            value = int(query["limit"])
+            if not 0 <= value <= 10000:
+                raise ValueError
+            out["limit"] = value
+        except ValueError:
+            problems.append(f"limit {query['limit']!r} must be an integer from 0 to 10000")
+    if "as_of" in query and query["as_of"]:
+        try:
+            out["as_of"] = parse_time(query["as_of"])
+        except ValueError:
+            problems.append(f"as_of {query['as_of']!r} is not an ISO 8601 time")
+    if "task" in query:
+        out["task"] = query["task"]
+    return out, problems
+
+
+def _seed(key: str, values: dict) -> None:
+    """Put values into the form's widget state (used for URL defaults and presets)."""
+    mapping = {"max_sensitivity": "max_sensitivity", "scopes": "scopes", "actor_id": "actor_id",
+               "authenticated": "authenticated"}
+    for field, suffix in mapping.items():
+        if field in values:
+            st.session_state[f"{key}_{suffix}"] = list(values[field]) if field == "scopes" else values[field]
+
+
+def _apply_preset(key: str) -> None:
+    preset = PRESETS.get(st.session_state.get(f"{key}_preset", "Custom"), {})
+    if preset:
+        _seed(key, preset)
+
+
+def trust_context_form(key: str, scopes_available: list[str], defaults: dict | None = None,
+                       with_presets: bool = True) -> TrustContext:
+    """Widgets for one trust context. ``key`` keeps several forms apart on one page; ``defaults``
+    (e.g. from the URL) fill the form the first time it is drawn in a session."""
+    if f"{key}_max_sensitivity" not in st.session_state:
+        _seed(key, {"max_sensitivity": "medium", "scopes": [], "actor_id": "agent-1", "authenticated": True})
+        _seed(key, defaults or {})
+    if with_presets:
+        st.selectbox("Preset", list(PRESETS), key=f"{key}_preset", on_change=_apply_preset, args=(key,),
+                     help="Fill the form with a typical trust context")
+    chosen = st.session_state.get(f"{key}_scopes", [])
+    options = sorted(set(scopes_available) | set(chosen))
+    max_sensitivity = st.select_slider(
+        "Max sensitivity", SENSITIVITIES, key=f"{key}_max_sensitivity",
+        help="Records at or below this level are visible in full; one level above, redacted (metadata only)")
+    scopes = st.multiselect("Scopes", options, key=f"{key}_scopes",
+                            help="Empty means every scope is allowed. Unscoped records are always visible")
+    col1, col2 = st.columns([2, 1])
+    actor_id = col1.text_input("Actor id", key=f"{key}_actor_id")
+    authenticated = col2.checkbox("Authenticated", key=f"{key}_authenticated")
+    if not scopes:
+        st.warning("No scopes selected: this context sees every scope.", icon="⚠️")
+    return TrustContext(max_sensitivity=max_sensitivity, authenticated=authenticated, actor_id=actor_id, scopes=scopes)
