@@ -53,6 +53,14 @@ def parse_text(text: str, jsonl: bool = False, name: str = "input") -> list[Any]
     return data
 
 
+def _index_of(location: str) -> int:
+    """The record index a problem location starts with ("record 7: id" -> 7)."""
+    try:
+        return int(location.split(":", 1)[0].split()[1])
+    except (IndexError, ValueError):
+        return -1
+
+
 @dataclass
 class PreparedImport:
     records: list[MemoryRecord] = field(default_factory=list)
@@ -89,19 +97,25 @@ def prepare_import(items: list[Any], store: Store, conn: Connection, now: dateti
             continue
         seen[record.id] = index
         records.append(record)
+    # Relation targets are checked for every valid record even when others failed, so one
+    # refusal reports every bad record. A target that is an (invalid) item of this import
+    # counts as "in the same import": that item is reported on its own.
+    in_import = set(seen) | {item.get("id") for item in items
+                             if isinstance(item, dict) and isinstance(item.get("id"), str)}
+    targets = {rel.target_id for r in records for rel in r.relations} - in_import
+    found = store.existing_ids(conn, list(targets), include_archive=False) if targets else set()
+    for r in records:
+        for k, rel in enumerate(r.relations):
+            if rel.target_id not in in_import and rel.target_id not in found:
+                problems.append((f"record {seen[r.id]}: relations.{k}.target_id",
+                                 f"target {rel.target_id!r} is neither in the store nor in this import"))
+    problems.sort(key=lambda p: _index_of(p[0]))
     if not problems:
         existing = store.existing_ids(conn, list(seen))
         if existing:
             first = sorted(existing)[0]
             raise AlreadyExistsError(first if len(existing) == 1 else
                                      f"{first} (and {len(existing) - 1} more)")
-        targets = {rel.target_id for r in records for rel in r.relations} - set(seen)
-        found = store.existing_ids(conn, list(targets), include_archive=False) if targets else set()
-        for r in records:
-            for k, rel in enumerate(r.relations):
-                if rel.target_id not in seen and rel.target_id not in found:
-                    problems.append((f"record {seen[r.id]}: relations.{k}.target_id",
-                                     f"target {rel.target_id!r} is neither in the store nor in this import"))
     if problems:
         shown = problems[:MAX_REPORTED]
         more = f"; and {len(problems) - MAX_REPORTED} more" if len(problems) > MAX_REPORTED else ""

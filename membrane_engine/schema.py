@@ -8,6 +8,7 @@ written as RFC 3339 with a trailing ``Z``.
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
@@ -535,6 +536,15 @@ def _describe(error: dict[str, Any]) -> tuple[str, str]:
     for kind in ("semantic", "competence", "plan_graph", "entity"):
         loc = loc.replace(f"payload.{kind}", "payload")
     message = error.get("msg", "invalid")
+    if message.startswith("Value error, "):
+        message = message[len("Value error, "):]
+    if not loc:
+        # A record-level rule (payload, payload.kind, half-life): its message starts with the
+        # field it is about. Name that field, and never echo the whole record back.
+        head = message.split(" ", 1)[0]
+        if re.fullmatch(r"[a-z_]+(\.[a-z_]+)*", head):
+            loc = head
+        return loc or "record", message
     if "input" in error and error.get("type") not in ("missing",):
         shown = repr(error["input"])
         if len(shown) > 80:
