@@ -203,6 +203,7 @@ class Membrane(CurationMixin):
     def salience_curves(self, record_ids: list[str], times: list[datetime]) -> dict[str, list[float]]:
         """S(t) of several records over a time grid in one vectorized pass (decay charts)."""
         snap = self.columns.current()
+        record_ids = list(dict.fromkeys(record_ids))  # a repeated id would break take()'s row mapping
         rows = []
         for rid in record_ids:
             i = snap.row_of.get(rid)
@@ -213,10 +214,9 @@ class Membrane(CurationMixin):
         sorted_rows = np.array(rows, dtype=np.int64)[order]
         grid = np.array([to_epoch(as_utc(t)) for t in times])[:, None]
         values = salience_at(take(snap.decay, sorted_rows), grid)
-        out: dict[str, list[float]] = {}
-        for k, j in enumerate(order):
-            out[record_ids[j]] = values[:, k].tolist()
-        return out
+        column_of = {int(j): k for k, j in enumerate(order)}
+        # Keys in the caller's order.
+        return {rid: values[:, column_of[j]].tolist() for j, rid in enumerate(record_ids)}
 
     def retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
         return self.simulate(request).response

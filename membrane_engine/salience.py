@@ -132,14 +132,16 @@ def time_below(record: MemoryRecord, threshold: float, start: datetime, horizon_
 
 
 def take(cols: DecayColumns, rows: np.ndarray) -> DecayColumns:
-    """The decay columns of a subset of records (``rows``: ascending indices into ``cols``)."""
+    """The decay columns of a subset of records (``rows``: ascending indices into ``cols``,
+    repeats allowed)."""
     custom: dict[int, tuple[tuple[float, float], ...]] = {}
     if cols.custom_points:
         keys = np.fromiter(cols.custom_points.keys(), dtype=np.int64)
-        at = np.searchsorted(rows, keys)
-        for key, k in zip(keys, at):
-            if k < len(rows) and rows[k] == key:
-                custom[int(k)] = cols.custom_points[int(key)]
+        lo = np.searchsorted(rows, keys, side="left")
+        hi = np.searchsorted(rows, keys, side="right")
+        for key, start, stop in zip(keys, lo, hi):
+            for k in range(int(start), int(stop)):  # every position of the row (repeats too)
+                custom[k] = cols.custom_points[int(key)]
     return DecayColumns(
         cols.anchor_salience[rows], cols.anchor_at[rows], cols.created_at[rows], cols.curve[rows],
         cols.half_life[rows], cols.min_salience[rows], cols.max_age[rows], cols.pinned[rows], custom,
