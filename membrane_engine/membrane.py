@@ -225,10 +225,12 @@ class Membrane(CurationMixin):
         """Retrieval plus per-layer counts of full / redacted / hidden (the console's simulator)."""
         if request is None:
             raise NilTrustError()
+        if request.as_of is None:  # "now" is this Membrane's clock, as for get() and metrics()
+            request = request.model_copy(update={"as_of": self.now()})
         return run(self.store, self.columns, request, self.selector_threshold, self.embeddings)
 
     def retrieve_by_id(self, record_id: str, trust: TrustContext | None, as_of: datetime | None = None) -> MemoryRecord:
-        return retrieve_by_id(self.store, self.columns, record_id, trust, as_of)
+        return retrieve_by_id(self.store, self.columns, record_id, trust, as_of if as_of is not None else self.now())
 
     def retrieve_by_type(self, memory_type: MemoryType | str, trust: TrustContext | None,
                          as_of: datetime | None = None) -> list[MemoryRecord]:
