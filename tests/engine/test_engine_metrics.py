@@ -1,0 +1,84 @@
+"""SPEC 7: store metrics on a small hand-built store with known answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_kit import DAY, HOUR, T0, ago, iso, rec
+
+
+def audit(*actions: str) -> list[dict]:
+    return [{"action": a, "actor": "someone", "timestamp": iso(ago(HOUR * (len(actions) - i))), "rationale": a}
+            for i, a in enumerate(actions)]
+
+
+STORE = [
+    rec("a", "semantic", salience=0.2, pinned=True, confidence=0.5, created_at=ago(2 * HOUR),
+        audit_log=audit("create", "reinforce", "reinforce", "revise")),
+    rec("b", "working", salience=1.3, pinned=True, confidence=1.0, created_at=ago(3 * DAY),
+        audit_log=audit("create", "fork", "merge", "decay")),
+    rec("c", "episodic", salience=0.0, confidence=0.0, created_at=ago(10 * DAY)),
+    rec("d", "competence", salience=0.5, half_life=DAY, confidence=0.8, created_at=ago(2 * DAY), updated_at=ago(DAY),
+        payload={"kind": "competence", "performance": {"success_count": 3, "failure_count": 1, "success_rate": 0.1}}),
+    rec("e", "competence", salience=0.6, pinned=True, confidence=0.6, created_at=ago(HOUR),
+        payload={"kind": "competence", "performance": {"success_count": 1, "failure_count": 1, "success_rate": 0.9}}),
+    rec("f", "competence", salience=0.4, pinned=True, confidence=0.7, created_at=ago(5 * DAY),
+        payload={"kind": "competence"}),
+    rec("g", "plan_graph", salience=0.8, pinned=True, confidence=0.9, created_at=T0,
+        payload={"kind": "plan_graph", "metrics": {"failure_rate": 0.1, "execution_count": 5}}),
+    rec("h", "plan_graph", salience=0.79999, pinned=True, confidence=0.1, created_at=ago(30 * DAY),
+        payload={"kind": "plan_graph", "metrics": {"failure_rate": 0.0, "execution_count": 0}}),
+    rec("i", "plan_graph", salience=0.4, pinned=True, confidence=0.3, created_at=ago(100 * DAY),
+        payload={"kind": "plan_graph"}),
+    rec("j", "entity", salience=1.0, max_age=DAY, confidence=0.2, created_at=ago(10 * DAY)),
+]
+
+
+def test_metrics_known_answers(mem):
+    mem.import_records(STORE)
+    got = mem.metrics(as_of=T0)
+    assert got == {
+        "total_records": 10,
+        "records_by_type": {"working": 1, "entity": 1, "semantic": 1, "competence": 3, "plan_graph": 3, "episodic": 1},
+        "avg_salience": pytest.approx((0.2 + 1.3 + 0 + 0.25 + 0.6 + 0.4 + 0.8 + 0.79999 + 0.4 + 0) / 10),
+        "avg_confidence": pytest.approx(0.51),
+        "salience_distribution": {"0.0-0.2": 2, "0.2-0.4": 2, "0.4-0.6": 2, "0.6-0.8": 2, "0.8-1.0": 2},
+        "active_records": 8,
+        "pinned_records": 7,
+        "total_audit_entries": 16,
+        "memory_growth_rate": pytest.approx(0.3),
+        "retrieval_usefulness": pytest.approx(2 / 16),
+        "competence_success_rate": pytest.approx((0.75 + 0.5) / 2),
+        "plan_reuse_frequency": pytest.approx(2.5),
+        "revision_rate": pytest.approx(3 / 16),
+    }
+
+
+def test_metrics_move_with_as_of(mem):
+    mem.import_records(STORE)
+    got = mem.metrics(as_of=T0 + (T0 - ago(2 * DAY)))  # two days later
+    # d has decayed from 0.5 (anchored a day before T0) over three half-lives; nothing new was created
+    assert got["avg_salience"] == pytest.approx((0.2 + 1.3 + 0.5 / 8 + 0.6 + 0.4 + 0.8 + 0.79999 + 0.4) / 10)
+    assert got["salience_distribution"] == {"0.0-0.2": 3, "0.2-0.4": 1, "0.4-0.6": 2, "0.6-0.8": 2, "0.8-1.0": 2}
+    assert got["memory_growth_rate"] == 0.0
+    assert got["active_records"] == 8
+
+
+@pytest.mark.parametrize("value, bucket", [
+    (0.0, "0.0-0.2"), (0.1999999, "0.0-0.2"), (0.2, "0.2-0.4"), (0.4, "0.4-0.6"), (0.6, "0.6-0.8"),
+    (0.7999999, "0.6-0.8"), (0.8, "0.8-1.0"), (1.0, "0.8-1.0"), (1.3, "0.8-1.0"), (57.0, "0.8-1.0"),
+])
+def test_bucket_bounds(lite, value, bucket):
+    lite.import_records([rec("x", salience=value, pinned=True)])
+    dist = lite.metrics(as_of=T0)["salience_distribution"]
+    assert dist[bucket] == 1 and sum(dist.values()) == 1
+
+
+def test_metrics_of_an_empty_store(mem):
+    got = mem.metrics(as_of=T0)
+    assert got["total_records"] == 0 and got["total_audit_entries"] == 0
+    assert got["avg_salience"] == got["avg_confidence"] == got["memory_growth_rate"] == 0.0
+    assert got["retrieval_usefulness"] == got["revision_rate"] == 0.0
+    assert got["competence_success_rate"] == got["plan_reuse_frequency"] == 0.0
+    assert set(got["salience_distribution"].values()) == {0}
+    assert got["records_by_type"] == {t: 0 for t in ["working", "entity", "semantic", "competence", "plan_graph", "episodic"]}
