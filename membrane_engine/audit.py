@@ -1,8 +1,15 @@
 """The audit trail: append-only, hash-chained per record (SPEC 6).
 
-Each entry's hash covers its content and the previous entry's hash; each record keeps the hash
-of its newest entry (the chain head). With ``MEMBRANE_AUDIT_KEY`` set the hash is an HMAC, so
-someone who can edit the database but does not hold the key cannot forge a consistent chain.
+Each entry's hash covers its content (action, actor, timestamp, rationale and the ``details``
+of before/after values), its record id and position, and the previous entry's hash. Each record
+(live in ``records`` or in the ``archive``) keeps its chain head: a seal over the record id, the
+newest entry's position and that entry's hash. Because the head names the position, cutting
+entries off the end and pointing the head at the new last entry is caught too.
+
+With ``MEMBRANE_AUDIT_KEY`` set, hashes and heads are HMAC-SHA256 under that key: someone who can
+edit the database but does not hold the key cannot forge a consistent chain (recomputed plain
+sha256 hashes are reported). Without a key the chain still catches every edit that does not
+recompute the hashes. Nothing in the engine updates or deletes an audit row.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
 from .schema import AuditAction, AuditEntry, format_time, parse_time, to_epoch
@@ -33,10 +40,25 @@ def entry_hash(prev_hash: str, record_id: str, position: int, action: str, actor
                timestamp: str, rationale: str, details: str | None) -> str:
     content = json.dumps([prev_hash, record_id, position, action, actor, timestamp, rationale, details],
                          separators=(",", ":"), ensure_ascii=False).encode()
+    return _digest(content)
+
+
+def _digest(content: bytes) -> str:
     key = _key()
     if key:
         return "hmac-sha256:" + hmac.new(key, content, hashlib.sha256).hexdigest()
     return "sha256:" + hashlib.sha256(content).hexdigest()
+
+
+def head_seal(record_id: str, position: int, last_hash: str) -> str:
+    """The chain head a record stores: a seal over its newest entry's position and hash."""
+    content = json.dumps(["head", record_id, position, last_hash], separators=(",", ":"),
+                         ensure_ascii=False).encode()
+    return _digest(content)
+
+
+def _scheme(digest: str) -> str:
+    return digest.split(":", 1)[0] if ":" in digest else ""
 
 
 @dataclass(frozen=True)
@@ -50,32 +72,59 @@ class AuditRow:
     details: dict[str, Any] | None
 
 
+def details_text(details: dict[str, Any] | None) -> str | None:
+    """How ``details`` is stored and hashed (canonical JSON; None when empty)."""
+    return json.dumps(details, sort_keys=True, ensure_ascii=False, allow_nan=False) if details else None
+
+
 def append(conn: Connection, record_id: str, action: AuditAction | str, actor: str, rationale: str,
            when: datetime, details: dict[str, Any] | None = None) -> str:
-    """Append one entry to a record's chain; returns the new chain head. The caller holds the
-    record's write lock, so positions cannot race."""
-    last = conn.execute(
-        select(audit_entries.c.position, audit_entries.c.hash)
-        .where(audit_entries.c.record_id == record_id)
-        .order_by(audit_entries.c.position.desc())
-        .limit(1)
-    ).first()
-    position = 0 if last is None else last.position + 1
-    prev = GENESIS if last is None else last.hash
-    action_value = action.value if isinstance(action, AuditAction) else AuditAction(action).value
-    stamp = format_time(when)
-    details_text = json.dumps(details, sort_keys=True, ensure_ascii=False) if details else None
-    digest = entry_hash(prev, record_id, position, action_value, actor, stamp, rationale, details_text)
-    conn.execute(audit_entries.insert().values(
-        record_id=record_id, position=position, action=action_value, actor=actor, timestamp=stamp,
-        ts=to_epoch(when), rationale=rationale, details=details_text, prev_hash=prev, hash=digest,
-    ))
-    return digest
+    """Append one entry to a record's chain; returns the new chain head (store it in
+    ``records.audit_head`` or ``archive.audit_head``). The caller holds the store's write
+    transaction, so positions cannot race."""
+    return append_batch(conn, [{"record_id": record_id, "action": action, "actor": actor,
+                                "timestamp": when, "rationale": rationale, "details": details}])[record_id]
+
+
+def append_batch(conn: Connection, entries: list[dict[str, Any]]) -> dict[str, str]:
+    """Append entries (dicts of record_id, action, actor, timestamp (datetime), rationale,
+    details) to existing or new chains, in list order per record, with one lookup of the chain
+    ends per 900 records and one insert. Returns the new chain head of every record touched."""
+    if not entries:
+        return {}
+    ids = list(dict.fromkeys(e["record_id"] for e in entries))
+    last: dict[str, tuple[int, str]] = {}
+    for start in range(0, len(ids), 900):
+        chunk = ids[start:start + 900]
+        ends = (select(audit_entries.c.record_id.label("rid"), func.max(audit_entries.c.position).label("pos"))
+                .where(audit_entries.c.record_id.in_(chunk)).group_by(audit_entries.c.record_id).subquery())
+        q = (select(audit_entries.c.record_id, audit_entries.c.position, audit_entries.c.hash)
+             .join(ends, and_(audit_entries.c.record_id == ends.c.rid, audit_entries.c.position == ends.c.pos)))
+        for r in conn.execute(q):
+            last[r.record_id] = (r.position, r.hash)
+    rows = []
+    for e in entries:
+        rid = e["record_id"]
+        position, prev = last.get(rid, (-1, GENESIS))
+        position += 1
+        action = e["action"]
+        action_value = action.value if isinstance(action, AuditAction) else AuditAction(action).value
+        when = e["timestamp"]
+        stamp = format_time(when)
+        text_ = details_text(e.get("details"))
+        digest = entry_hash(prev, rid, position, action_value, e["actor"], stamp, e["rationale"], text_)
+        rows.append({"record_id": rid, "position": position, "action": action_value, "actor": e["actor"],
+                     "timestamp": stamp, "ts": to_epoch(when), "rationale": e["rationale"], "details": text_,
+                     "prev_hash": prev, "hash": digest})
+        last[rid] = (position, digest)
+    conn.execute(audit_entries.insert(), rows)
+    return {rid: head_seal(rid, *last[rid]) for rid in ids}
 
 
 def append_many(conn: Connection, rows: list[dict[str, Any]]) -> dict[str, str]:
     """Bulk append for imports of new records: ``rows`` of (record_id, action, actor,
-    timestamp, rationale) in chain order per record. Returns each record's chain head."""
+    timestamp, rationale) in chain order per record, for records with no entries yet. Returns
+    each record's chain head."""
     heads: dict[str, str] = {}
     positions: dict[str, int] = {}
     out = []
@@ -92,7 +141,7 @@ def append_many(conn: Connection, rows: list[dict[str, Any]]) -> dict[str, str]:
         positions[rid] = position + 1
     if out:
         conn.execute(audit_entries.insert(), out)
-    return heads
+    return {rid: head_seal(rid, positions[rid] - 1, digest) for rid, digest in heads.items()}
 
 
 def _row_to_audit(r) -> AuditRow:
@@ -152,43 +201,108 @@ class Problem:
 
 
 def verify(conn: Connection) -> list[Problem]:
-    """Walk every chain; report edited, deleted, reordered, inserted or truncated entries."""
+    """Walk every chain; report edited, deleted, reordered, inserted or truncated entries, heads
+    that do not seal their chain, and archived copies of a log that differ from the chain.
+    Problems come sorted by record id, then position."""
+    keyed = _key() is not None
+    expected_scheme = "hmac-sha256" if keyed else "sha256"
     heads: dict[str, str | None] = dict(conn.execute(select(records.c.id, records.c.audit_head)).all())
-    heads.update(dict(conn.execute(select(archive.c.id, archive.c.audit_head)).all()))
+    archived_docs: dict[str, str] = {}
+    for rid, head, doc in conn.execute(select(archive.c.id, archive.c.audit_head, archive.c.doc)):
+        heads[rid] = head
+        archived_docs[rid] = doc
     problems: list[Problem] = []
-    q = select(audit_entries).order_by(audit_entries.c.record_id, audit_entries.c.position)
-    current: str | None = None
-    prev = GENESIS
-    expected_position = 0
-    seen: set[str] = set()
+    chains: dict[str, list[tuple[str, str, str, str]]] = {}  # archived ids -> (action, actor, timestamp, rationale)
 
-    def close(record_id: str, last_hash: str) -> None:
-        head = heads.get(record_id)
-        if head is None:
-            problems.append(Problem(record_id, None, "entries exist for a record with no chain head"))
-        elif head != last_hash:
-            problems.append(Problem(record_id, expected_position, "chain ends before its head: entries missing at the end (truncated)"))
+    state: dict[str, Any] = {"id": None}
+    with_entries: set[str] = set()
 
+    def close() -> None:
+        rid = state["id"]
+        if rid is None:
+            return
+        head = heads.get(rid, None)
+        if rid not in heads:
+            problems.append(Problem(rid, None, "entries exist for a record that is neither in the store nor in the archive"))
+        elif head is None:
+            problems.append(Problem(rid, None, "record has entries but no chain head"))
+        elif head != head_seal(rid, state["last_position"], state["prev"]):
+            if _scheme(head) != expected_scheme and _scheme(head) in ("sha256", "hmac-sha256"):
+                problems.append(Problem(rid, None, f"chain head is sealed with {_scheme(head)}, expected "
+                                                   f"{expected_scheme}: forged or written under another key setting"))
+            else:
+                problems.append(Problem(rid, state["expected"],
+                                        f"chain head does not seal the last stored entry (position "
+                                        f"{state['last_position']}): entries missing at the end (truncated) "
+                                        "or head altered"))
+
+    q = (select(audit_entries).order_by(audit_entries.c.record_id, audit_entries.c.position)
+         .execution_options(yield_per=5000))
     for r in conn.execute(q):
-        if r.record_id != current:
-            if current is not None:
-                close(current, prev)
-            current, prev, expected_position = r.record_id, GENESIS, 0
-            seen.add(current)
-        if r.position != expected_position:
-            problems.append(Problem(r.record_id, expected_position,
-                                    f"position {expected_position} is missing (next stored is {r.position}): entry deleted"))
-            expected_position = r.position
-        if r.prev_hash != prev:
-            problems.append(Problem(r.record_id, r.position, "does not link to the entry before it (deleted, inserted or reordered)"))
-        digest = entry_hash(r.prev_hash, r.record_id, r.position, r.action, r.actor, r.timestamp, r.rationale, r.details)
-        if digest != r.hash:
-            problems.append(Problem(r.record_id, r.position, "content does not match its hash (edited)"))
-        prev = r.hash
-        expected_position += 1
-    if current is not None:
-        close(current, prev)
-    for record_id, head in heads.items():
-        if head is not None and record_id not in seen:
-            problems.append(Problem(record_id, 0, "has a chain head but no entries (history deleted)"))
+        if r.record_id != state["id"]:
+            close()
+            with_entries.add(r.record_id)
+            state.update(id=r.record_id, prev=GENESIS, expected=0, last_position=-1, last_seq=None,
+                         scheme_reported=False)
+            if r.record_id in archived_docs:
+                chains[r.record_id] = []
+        rid = r.record_id
+        gap = r.position != state["expected"]
+        if gap:
+            if r.position > state["expected"]:
+                missing = (f"position {state['expected']} is missing" if r.position == state["expected"] + 1 else
+                           f"positions {state['expected']}..{r.position - 1} are missing")
+                problems.append(Problem(rid, state["expected"], f"{missing} (next stored is {r.position}): entry deleted"))
+            else:
+                problems.append(Problem(rid, r.position, f"position {r.position} appears again: entry inserted"))
+        elif r.prev_hash != state["prev"]:
+            problems.append(Problem(rid, r.position, "does not link to the entry before it (deleted, inserted or reordered)"))
+        if state["last_seq"] is not None and r.seq < state["last_seq"]:
+            problems.append(Problem(rid, r.position, "stored before the entry that precedes it in the chain (reordered)"))
+        scheme = _scheme(r.hash)
+        if scheme != expected_scheme and not state["scheme_reported"]:
+            state["scheme_reported"] = True
+            if keyed:
+                problems.append(Problem(rid, r.position, f"hash is {scheme or 'unkeyed'} but the store is keyed "
+                                                         "(MEMBRANE_AUDIT_KEY): recomputed without the key (forged)"))
+            else:
+                problems.append(Problem(rid, r.position, f"hash is {scheme}: set MEMBRANE_AUDIT_KEY to verify it"))
+        elif scheme == expected_scheme:
+            digest = entry_hash(r.prev_hash, rid, r.position, r.action, r.actor, r.timestamp, r.rationale, r.details)
+            if digest != r.hash:
+                problems.append(Problem(rid, r.position, "content does not match its hash (edited or moved)"))
+        try:
+            ts_ok = abs(to_epoch(parse_time(r.timestamp)) - r.ts) < 1e-3
+        except (ValueError, TypeError):
+            ts_ok = False
+        if not ts_ok:
+            problems.append(Problem(rid, r.position, "time index (ts) does not match the entry's timestamp (edited)"))
+        if rid in chains:
+            chains[rid].append((r.action, r.actor, r.timestamp, r.rationale))
+        state["prev"] = r.hash
+        state["last_position"] = r.position
+        state["last_seq"] = r.seq
+        state["expected"] = max(state["expected"], r.position) + 1
+    close()
+
+    for rid, head in heads.items():
+        if rid in with_entries:
+            continue
+        if head is not None:
+            problems.append(Problem(rid, 0, "has a chain head but no entries (history deleted)"))
+        else:
+            problems.append(Problem(rid, None, "has no audit history and no chain head"))
+
+    for rid, doc_text in archived_docs.items():
+        try:
+            logged = json.loads(doc_text).get("audit_log") or []
+            copy = [(e["action"], e["actor"], format_time(parse_time(e["timestamp"])), e["rationale"]) for e in logged]
+        except (ValueError, TypeError, KeyError, AttributeError):
+            problems.append(Problem(rid, None, "archived record's JSON is unreadable"))
+            continue
+        chain = [(a, b, format_time(parse_time(c)), d) for a, b, c, d in chains.get(rid, [])]
+        if copy != chain:  # the copy ends with the entry that archived the record, as the chain does
+            problems.append(Problem(rid, None, "archived copy of the audit log differs from the chain"))
+    problems.sort(key=lambda p: (p.record_id, -1 if p.position is None else p.position))
     return problems
+

@@ -378,6 +378,20 @@ class Store:
         conn.execute(archive.insert().values(id=record_id, doc=json.dumps(doc, ensure_ascii=False),
                                              audit_head=audit_head, archived_at=when))
 
+    def archive_rows(self, conn: Connection, items: list[tuple[str, dict[str, Any], str | None]], when: float) -> None:
+        """Move records to the archive in bulk (prune, delete): ``items`` of (id, full JSON doc,
+        audit head). Their rows leave ``records`` (logged in ``changes``)."""
+        ids = [item[0] for item in items]
+        for start in range(0, len(ids), 900):
+            chunk = ids[start:start + 900]
+            conn.execute(records.delete().where(records.c.id.in_(chunk)))
+            conn.execute(archive.delete().where(archive.c.id.in_(chunk)))
+        if items:
+            conn.execute(changes.insert(), [{"record_id": rid} for rid in ids])
+            conn.execute(archive.insert(), [
+                {"id": rid, "doc": json.dumps(doc, ensure_ascii=False), "audit_head": head, "archived_at": when}
+                for rid, doc, head in items])
+
     def archived(self, conn: Connection, record_id: str, lock: bool = False) -> tuple[dict[str, Any], str | None] | None:
         q = select(archive.c.doc, archive.c.audit_head).where(archive.c.id == record_id)
         if lock and not self.is_sqlite:

@@ -1,0 +1,785 @@
+"""Curation, SPEC 6: reinforce, penalize, retract, contest, supersede, fork, merge, pin, unpin,
+reclassify, delete, restore and prune, each one write transaction that appends audit entries.
+
+Every operation is written once, as a *planner*: a function that reads the store (through a
+``_View``), checks its arguments and rules in SPEC order (arguments, record exists, episodic
+immutability, the operation's own rules) and returns a ``CurationPlan`` -- the records as they
+will be after the change plus the audit entries that will be written -- without writing
+anything. ``Membrane.preview(op, ...)`` runs the planner in a read transaction and returns the
+plan; the operation itself runs the same planner inside one ``Store.write()`` transaction (on
+rows read after the write lock is held, so concurrent operators never lose an update) and then
+executes the plan. Preview and apply therefore cannot diverge.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy.engine import Connection
+
+from . import audit
+from .errors import AlreadyExistsError, EpisodicImmutableError, NotFoundError, ValidationError
+from .salience import PRUNE_THRESHOLD, anchor_of, columns_of, salience_at, salience_of
+from .schema import (
+    UTC,
+    AuditAction,
+    AuditEntry,
+    DeletionPolicy,
+    MemoryRecord,
+    MemoryType,
+    ProvenanceKind,
+    ProvenanceSource,
+    Relation,
+    RevisionState,
+    RevisionStatus,
+    SemanticPayload,
+    Sensitivity,
+    as_utc,
+    format_time,
+    parse_time,
+    to_epoch,
+    validate_record,
+)
+from .store import Store, StoredRow, record_row
+
+AUTO_PRUNE_CODE = 0  # columns.POLICY_CODES["auto_prune"]
+
+
+# --------------------------------------------------------------------------- plans
+
+
+@dataclass(frozen=True)
+class PlannedEntry:
+    """An audit entry an operation writes: Membrane's entry plus the record it belongs to and
+    the before/after values (``details``, hashed into the chain with the rest)."""
+
+    record_id: str
+    action: AuditAction
+    actor: str
+    timestamp: datetime
+    rationale: str
+    details: dict[str, Any] | None = None
+
+    @property
+    def entry(self) -> AuditEntry:
+        return AuditEntry(action=self.action, actor=self.actor, timestamp=self.timestamp, rationale=self.rationale)
+
+
+@dataclass(frozen=True)
+class RecordChange:
+    """What an operation does to one record.
+
+    ``kind``: ``update`` (the row is rewritten), ``create`` (a new record), ``audit`` (only an
+    audit entry is appended: a fork's source), ``archive`` (moved to the archive by delete or
+    prune) or ``restore`` (brought back from it). ``before`` is the record as a read returns it
+    now (None for create and restore); ``after`` as a read will return it after the change
+    (``salience = S(operation time)``). Live records keep their audit log in the audit table, so
+    ``after.audit_log`` is empty for them; for ``archive`` it is the full log that is archived
+    with the record, ending with the ``delete`` entry. ``anchor`` is (S_a, a) as stored.
+    """
+
+    kind: str
+    record_id: str
+    before: MemoryRecord | None
+    after: MemoryRecord
+    anchor: tuple[float, float]
+    stored_doc: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class CurationPlan:
+    """An operation's effect: returned by ``Membrane.preview`` (nothing written) and by the
+    operation itself (what was written)."""
+
+    op: str
+    at: datetime
+    changes: tuple[RecordChange, ...]
+    audit: tuple[PlannedEntry, ...]
+    result: Any = None  # prune: the ids pruned (or that would be)
+
+    @property
+    def records(self) -> list[MemoryRecord]:
+        """Every touched record as it is after the change."""
+        return [c.after for c in self.changes]
+
+    @property
+    def ids(self) -> list[str]:
+        return [c.record_id for c in self.changes]
+
+    def change(self, record_id: str) -> RecordChange:
+        for c in self.changes:
+            if c.record_id == record_id:
+                return c
+        raise KeyError(record_id)
+
+    def record(self, record_id: str) -> MemoryRecord:
+        return self.change(record_id).after
+
+    def entries_for(self, record_id: str) -> list[PlannedEntry]:
+        return [e for e in self.audit if e.record_id == record_id]
+
+
+class _View:
+    """What a planner may read. When applying, the transaction already holds the store's write
+    lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL advisory lock) and rows are also locked
+    ``FOR UPDATE`` on PostgreSQL; a preview reads without locking."""
+
+    def __init__(self, store: Store, conn: Connection, locking: bool, snapshot: Any = None):
+        self.store = store
+        self.conn = conn
+        self.locking = locking
+        self.snapshot = snapshot
+
+    def rows(self, ids: Iterable[str]) -> dict[str, StoredRow]:
+        unique = list(dict.fromkeys(ids))
+        if not self.locking or self.store.is_sqlite:
+            return self.store.fetch(self.conn, unique)
+        out: dict[str, StoredRow] = {}
+        for start in range(0, len(unique), 900):
+            out.update(self.store.lock(self.conn, unique[start:start + 900]))
+        return out
+
+    def existing(self, ids: Iterable[str], include_archive: bool = True) -> set[str]:
+        return self.store.existing_ids(self.conn, ids, include_archive=include_archive)
+
+    def archived(self, record_id: str) -> tuple[dict[str, Any], str | None] | None:
+        return self.store.archived(self.conn, record_id, lock=self.locking)
+
+    def logs(self, ids: list[str]) -> dict[str, list[AuditEntry]]:
+        return audit.logs_of(self.conn, ids)
+
+    def changed_since(self, seq: int) -> set[str]:
+        return self.store.changed_since(self.conn, seq)
+
+
+class _Builder:
+    def __init__(self, op: str, now: datetime):
+        self.op = op
+        self.now = now
+        self.changes: list[RecordChange] = []
+        self.entries: list[PlannedEntry] = []
+
+    def entry(self, record_id: str, action: AuditAction, actor: str, rationale: str,
+              details: dict[str, Any] | None = None) -> PlannedEntry:
+        e = PlannedEntry(record_id, action, actor, self.now, rationale, details or None)
+        self.entries.append(e)
+        return e
+
+    def change(self, kind: str, record_id: str, before: MemoryRecord | None, after: MemoryRecord,
+               anchor: tuple[float, float], stored_doc: dict[str, Any] | None = None) -> None:
+        self.changes.append(RecordChange(kind, record_id, before, after, anchor, stored_doc))
+
+    def build(self, result: Any = None) -> CurationPlan:
+        return CurationPlan(self.op, self.now, tuple(self.changes), tuple(self.entries), result)
+
+
+# --------------------------------------------------------------------------- checks and helpers
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        shown = "empty" if isinstance(value, str) or value is None else f"not a string ({type(value).__name__})"
+        raise ValidationError(f"{name} must be a non-empty string ({shown})", [(name, shown)])
+    return value
+
+
+def _who(actor: Any, rationale: Any) -> tuple[str, str]:
+    return _text(actor, "actor"), _text(rationale, "rationale")
+
+
+def _number(value: Any, name: str, non_negative: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValidationError(f"{name} must be a number (got {value!r})", [(name, "not a number")])
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValidationError(f"{name} must be finite (got {value!r})", [(name, "not finite")])
+    if non_negative and number < 0:
+        raise ValidationError(f"{name} must be >= 0 (got {value!r})", [(name, "negative")])
+    return number
+
+
+def _when(value: Any, name: str) -> datetime:
+    if not isinstance(value, datetime):
+        raise ValidationError(f"{name} must be a datetime (got {value!r})", [(name, "not a datetime")])
+    return as_utc(value)
+
+
+def _parse(row: StoredRow) -> MemoryRecord:
+    doc = dict(row.doc)
+    doc["audit_log"] = []
+    return MemoryRecord.model_validate(doc)
+
+
+def _load(v: _View, ids: list[str]) -> tuple[dict[str, StoredRow], dict[str, MemoryRecord]]:
+    """Rows and records of ``ids``; NotFoundError for the first missing one."""
+    rows = v.rows(ids)
+    for rid in ids:
+        if rid not in rows:
+            raise NotFoundError(rid)
+    return rows, {rid: _parse(rows[rid]) for rid in ids}
+
+
+def _stored_anchor(row: StoredRow) -> tuple[float, float]:
+    return float(row.anchor_salience), float(row.anchor_at)
+
+
+def _now_view(record: MemoryRecord, anchor: tuple[float, float], now: datetime) -> MemoryRecord:
+    """The record as a read at ``now`` returns it: salience = S(now)."""
+    record.salience = salience_of(record, now, anchor)
+    return record
+
+
+def _before(record: MemoryRecord, row: StoredRow, now: datetime) -> MemoryRecord:
+    return _now_view(record.model_copy(deep=True), _stored_anchor(row), now)
+
+
+def _set_anchor(record: MemoryRecord, s_a: float, a: float) -> tuple[float, float]:
+    record.lifecycle.anchor_salience = s_a
+    record.lifecycle.anchor_at = datetime.fromtimestamp(a, UTC)
+    return s_a, a
+
+
+def _no_episodic(records: Iterable[MemoryRecord], op: str) -> None:
+    for r in records:
+        if r.type == MemoryType.EPISODIC:
+            raise EpisodicImmutableError(f"record {r.id!r} is episodic; episodic records cannot be {op}")
+
+
+def _status(record: MemoryRecord) -> str | None:
+    if isinstance(record.payload, SemanticPayload):
+        return record.payload.revision.status.value if record.payload.revision else RevisionStatus.ACTIVE.value
+    return None
+
+
+def _revision(record: MemoryRecord) -> RevisionState | None:
+    """The semantic revision state (created when absent); None for other types."""
+    if not isinstance(record.payload, SemanticPayload):
+        return None
+    if record.payload.revision is None:
+        record.payload.revision = RevisionState()
+    return record.payload.revision
+
+
+def _changed(before: Any, after: Any) -> dict[str, Any]:
+    return {"before": before, "after": after}
+
+
+def _update(b: _Builder, row: StoredRow, record: MemoryRecord, after: MemoryRecord,
+            new_salience: float | None = None) -> RecordChange:
+    """An ``update`` change: ``after`` gets updated_at = now and, with ``new_salience``, a new
+    anchor (new_salience, now); else it keeps the stored anchor."""
+    after.updated_at = b.now
+    if new_salience is None:
+        anchor = _set_anchor(after, *_stored_anchor(row))
+    else:
+        anchor = _set_anchor(after, float(new_salience), to_epoch(b.now))
+    _now_view(after, anchor, b.now)
+    b.change("update", row.id, _before(record, row, b.now), after, anchor)
+    return b.changes[-1]
+
+
+def _retracted(b: _Builder, row: StoredRow, record: MemoryRecord, superseded_by: str | None = None
+               ) -> tuple[MemoryRecord, dict[str, Any]]:
+    """The record retracted: salience 0 (anchored now by the caller), semantic status retracted
+    and, with ``superseded_by``, the semantic ``revision.superseded_by``."""
+    s_now = salience_of(record, b.now, _stored_anchor(row))
+    after = record.model_copy(deep=True)
+    details: dict[str, Any] = {"salience": _changed(s_now, 0.0)}
+    revision = _revision(after)
+    if revision is not None:
+        details["status"] = _changed(_status(record), RevisionStatus.RETRACTED.value)
+        revision.status = RevisionStatus.RETRACTED
+        if superseded_by is not None:
+            revision.superseded_by = superseded_by
+    return after, details
+
+
+def _new_record(data: Any, name: str, now: datetime) -> MemoryRecord:
+    """A record given to supersede / fork / merge, validated; created_at defaults to the
+    operation time, updated_at is it; the anchor is set by the caller."""
+    if isinstance(data, MemoryRecord):
+        given_created = "created_at" in data.model_fields_set
+    elif isinstance(data, dict):
+        given_created = data.get("created_at") is not None
+    else:
+        raise ValidationError(f"{name} must be a record (a dict in Membrane's JSON shape or a MemoryRecord), "
+                              f"got {type(data).__name__}", [(name, "not a record")])
+    record = validate_record(data, where=f"{name}: ")
+    if record.redacted:
+        raise ValidationError(f"{name}: a redacted view cannot be stored (it has no payload)", [(f"{name}.redacted", "true")])
+    if record.audit_log:
+        raise ValidationError(f"{name}.audit_log must be empty: the engine writes a new record's history",
+                              [(f"{name}.audit_log", "not empty")])
+    if not given_created:
+        record.created_at = now
+    record.updated_at = now
+    return record
+
+
+def _check_new(v: _View, record: MemoryRecord, name: str, automatic_targets: set[str]) -> None:
+    """Own rules for a new record: its id is free (store and archive) and its relations point
+    at records in the store."""
+    if v.existing([record.id]):
+        raise AlreadyExistsError(record.id)
+    targets = {rel.target_id for rel in record.relations} - automatic_targets
+    found = v.existing(targets, include_archive=False) if targets else set()
+    for k, rel in enumerate(record.relations):
+        if rel.target_id not in automatic_targets and rel.target_id not in found:
+            loc = f"{name}.relations.{k}.target_id"
+            raise ValidationError(f"{loc}: target {rel.target_id!r} is not in the store", [(loc, "unknown target")])
+
+
+def _create(b: _Builder, record: MemoryRecord) -> None:
+    anchor = _set_anchor(record, float(record.salience), to_epoch(b.now))
+    _now_view(record, anchor, b.now)
+    b.change("create", record.id, None, record, anchor)
+
+
+def _archive(b: _Builder, row: StoredRow, record: MemoryRecord, log: list[AuditEntry], entry: PlannedEntry) -> None:
+    after = _before(record, row, b.now)
+    after.audit_log = list(log) + [entry.entry]
+    b.change("archive", row.id, _before(record, row, b.now), after, _stored_anchor(row), stored_doc=row.doc)
+
+
+# --------------------------------------------------------------------------- planners
+
+
+def plan_reinforce(v: _View, now: datetime, id: str, actor: str, rationale: str, gain: float | None = None) -> CurationPlan:
+    actor, rationale = _who(actor, rationale)
+    rid = _text(id, "id")
+    if gain is not None:
+        gain = _number(gain, "gain", non_negative=True)
+    rows, recs = _load(v, [rid])
+    row, record = rows[rid], recs[rid]
+    g = record.lifecycle.decay.reinforcement_gain if gain is None else gain
+    s_now = salience_of(record, now, _stored_anchor(row))
+    s_new = max(s_now, min(s_now + g, 1.0))
+    b = _Builder("reinforce", now)
+    after = record.model_copy(deep=True)
+    after.lifecycle.last_reinforced_at = now
+    _update(b, row, record, after, s_new)
+    b.entry(rid, AuditAction.REINFORCE, actor, rationale, {"salience": _changed(s_now, s_new), "gain": g})
+    return b.build()
+
+
+def plan_penalize(v: _View, now: datetime, id: str, amount: float, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = _who(actor, rationale)
+    rid = _text(id, "id")
+    amount = _number(amount, "amount", non_negative=True)
+    rows, recs = _load(v, [rid])
+    row, record = rows[rid], recs[rid]
+    s_now = salience_of(record, now, _stored_anchor(row))
+    s_new = max(s_now - amount, min(s_now, record.lifecycle.decay.min_salience))
+    b = _Builder("penalize", now)
+    _update(b, row, record, record.model_copy(deep=True), s_new)
+    b.entry(rid, AuditAction.DECAY, actor, f"penalty: {rationale}",
+            {"salience": _changed(s_now, s_new), "amount": amount})
+    return b.build()
+
+
+def plan_retract(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = _who(actor, rationale)
+    rid = _text(id, "id")
+    rows, recs = _load(v, [rid])
+    _no_episodic(recs.values(), "retracted")
+    b = _Builder("retract", now)
+    after, details = _retracted(b, rows[rid], recs[rid])
+    _update(b, rows[rid], recs[rid], after, 0.0)
+    b.entry(rid, AuditAction.DELETE, actor, f"retracted: {rationale}", details)
+    return b.build()
+
+
+def plan_contest(v: _View, now: datetime, id: str, contesting_ref: str, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = _who(actor, rationale)
+    rid = _text(id, "id")
+    ref = _text(contesting_ref, "contesting_ref")
+    rows, recs = _load(v, [rid])
+    _no_episodic(recs.values(), "contested")
+    row, record = rows[rid], recs[rid]
+    if ref == rid:
+        raise ValidationError("a record cannot contest itself", [("contesting_ref", "same as id")])
+    if _status(record) == RevisionStatus.RETRACTED.value:
+        raise ValidationError(f"record {rid!r} is retracted; contesting it would revive it",
+                              [("id", "retracted")])
+    is_record = bool(v.existing([ref], include_archive=False))
+    after = record.model_copy(deep=True)
+    details: dict[str, Any] = {"contesting_ref": ref, "ref_is_record": is_record}
+    revision = _revision(after)
+    if revision is not None:
+        details["status"] = _changed(_status(record), RevisionStatus.CONTESTED.value)
+        revision.status = RevisionStatus.CONTESTED
+    if is_record and not any(r.predicate == "contested_by" and r.target_id == ref for r in after.relations):
+        after.relations.append(Relation(predicate="contested_by", target_id=ref, weight=1.0, created_at=now))
+        details["relation"] = {"predicate": "contested_by", "target_id": ref}
+    b = _Builder("contest", now)
+    _update(b, row, record, after)
+    b.entry(rid, AuditAction.REVISE, actor, f"contested by {ref}: {rationale}", details)
+    return b.build()
+
+
+def plan_supersede(v: _View, now: datetime, old_id: str, new_record: Any, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = _who(actor, rationale)
+    old = _text(old_id, "old_id")
+    new = _new_record(new_record, "new_record", now)
+    rows, recs = _load(v, [old])
+    _no_episodic(recs.values(), "superseded")
+    _check_new(v, new, "new_record", {old})
+    if new.type == MemoryType.SEMANTIC and not new.payload.evidence and not new.provenance.sources:
+        raise ValidationError("new_record: a semantic record that supersedes another needs evidence or a provenance "
+                              "source of its own", [("new_record.payload.evidence", "empty, and no provenance sources")])
+    b = _Builder("supersede", now)
+    after, details = _retracted(b, rows[old], recs[old], superseded_by=new.id)
+    details["superseded_by"] = new.id
+    _update(b, rows[old], recs[old], after, 0.0)
+    new.provenance.sources.append(ProvenanceSource(kind=ProvenanceKind.EVENT, ref=old))
+    new.relations.append(Relation(predicate="supersedes", target_id=old, weight=1.0, created_at=now))
+    if isinstance(new.payload, SemanticPayload):
+        new.payload.revision = RevisionState(supersedes=old, superseded_by=None, status=RevisionStatus.ACTIVE)
+    _create(b, new)
+    b.entry(old, AuditAction.REVISE, actor, f"superseded by {new.id}: {rationale}", details)
+    b.entry(new.id, AuditAction.CREATE, actor, f"supersedes {old}: {rationale}",
+            {"supersedes": old, "salience": new.lifecycle.anchor_salience})
+    return b.build()
+
+
+def plan_fork(v: _View, now: datetime, source_id: str, forked_record: Any, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = _who(actor, rationale)
+    src = _text(source_id, "source_id")
+    new = _new_record(forked_record, "forked_record", now)
+    rows, recs = _load(v, [src])
+    _no_episodic(recs.values(), "forked")
+    _check_new(v, new, "forked_record", {src})
+    b = _Builder("fork", now)
+    unchanged = _before(recs[src], rows[src], now)
+    b.change("audit", src, _before(recs[src], rows[src], now), unchanged, _stored_anchor(rows[src]))
+    new.relations.append(Relation(predicate="derived_from", target_id=src, weight=1.0, created_at=now))
+    _create(b, new)
+    b.entry(src, AuditAction.FORK, actor, f"forked into {new.id}: {rationale}", {"forked": new.id})
+    b.entry(new.id, AuditAction.CREATE, actor, f"forked from {src}: {rationale}",
+            {"derived_from": src, "salience": new.lifecycle.anchor_salience})
+    return b.build()
+
+
+def plan_merge(v: _View, now: datetime, ids: Any, merged_record: Any, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = _who(actor, rationale)
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise ValidationError("ids must be a list of record ids", [("ids", "not a list")])
+    sources = list(dict.fromkeys(_text(x, "ids") for x in ids))
+    if not sources:
+        raise ValidationError("ids must not be empty", [("ids", "empty")])
+    new = _new_record(merged_record, "merged_record", now)
+    rows, recs = _load(v, sources)
+    _no_episodic((recs[s] for s in sources), "merged")
+    _check_new(v, new, "merged_record", set(sources))
+    b = _Builder("merge", now)
+    for s in sources:
+        after, details = _retracted(b, rows[s], recs[s])
+        details["merged_into"] = new.id
+        _update(b, rows[s], recs[s], after, 0.0)
+        b.entry(s, AuditAction.MERGE, actor, f"merged into {new.id}: {rationale}", details)
+    for s in sources:
+        new.relations.append(Relation(predicate="derived_from", target_id=s, weight=1.0, created_at=now))
+    _create(b, new)
+    b.entry(new.id, AuditAction.CREATE, actor, f"merged from {', '.join(sources)}: {rationale}",
+            {"derived_from": sources, "salience": new.lifecycle.anchor_salience})
+    return b.build()
+
+
+def _plan_pin(op: str, pinned: bool, v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = _who(actor, rationale)
+    rid = _text(id, "id")
+    rows, recs = _load(v, [rid])
+    row, record = rows[rid], recs[rid]
+    s_now = salience_of(record, now, _stored_anchor(row))
+    after = record.model_copy(deep=True)
+    after.lifecycle.pinned = pinned
+    b = _Builder(op, now)
+    _update(b, row, record, after, s_now)
+    b.entry(rid, AuditAction.REVISE, actor, f"{op}ned at salience {s_now:.6g}: {rationale}",
+            {"pinned": _changed(record.lifecycle.pinned, pinned), "salience": _changed(s_now, s_now)})
+    return b.build()
+
+
+def plan_pin(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    return _plan_pin("pin", True, v, now, id, actor, rationale)
+
+
+def plan_unpin(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    return _plan_pin("unpin", False, v, now, id, actor, rationale)
+
+
+def plan_reclassify(v: _View, now: datetime, id: str, actor: str, rationale: str, sensitivity: Any = None,
+                    scope: str | None = None, tags: list[str] | None = None) -> CurationPlan:
+    actor, rationale = _who(actor, rationale)
+    rid = _text(id, "id")
+    if sensitivity is None and scope is None and tags is None:
+        raise ValidationError("reclassify needs at least one of sensitivity, scope, tags",
+                              [("sensitivity", "nothing to change")])
+    if sensitivity is not None:
+        try:
+            sensitivity = Sensitivity(sensitivity)
+        except ValueError:
+            raise ValidationError(f"sensitivity: unknown value {sensitivity!r} (one of "
+                                  f"{', '.join(s.value for s in Sensitivity)})", [("sensitivity", "unknown value")]) from None
+    if scope is not None and not isinstance(scope, str):
+        raise ValidationError(f"scope must be a string (got {scope!r})", [("scope", "not a string")])
+    if tags is not None:
+        if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
+            raise ValidationError("tags must be a list of strings", [("tags", "not a list")])
+        tags = list(tags)
+        if not all(isinstance(t, str) for t in tags):
+            raise ValidationError("tags must be a list of strings", [("tags", "not a string")])
+    rows, recs = _load(v, [rid])
+    row, record = rows[rid], recs[rid]
+    after = record.model_copy(deep=True)
+    parts: list[str] = []
+    details: dict[str, Any] = {}
+    if sensitivity is not None:
+        parts.append(f"sensitivity {record.sensitivity.value} -> {sensitivity.value}")
+        details["sensitivity"] = _changed(record.sensitivity.value, sensitivity.value)
+        after.sensitivity = sensitivity
+    if scope is not None:
+        parts.append(f"scope {json.dumps(record.scope)} -> {json.dumps(scope)}")
+        details["scope"] = _changed(record.scope, scope)
+        after.scope = scope
+    if tags is not None:
+        parts.append(f"tags {json.dumps(record.tags)} -> {json.dumps(tags)}")
+        details["tags"] = _changed(list(record.tags), tags)
+        after.tags = tags
+    b = _Builder("reclassify", now)
+    _update(b, row, record, after)
+    b.entry(rid, AuditAction.REVISE, actor, f"reclassified {'; '.join(parts)}: {rationale}", details)
+    return b.build()
+
+
+def plan_delete(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = _who(actor, rationale)
+    rid = _text(id, "id")
+    rows, recs = _load(v, [rid])
+    row, record = rows[rid], recs[rid]
+    if record.lifecycle.deletion_policy == DeletionPolicy.NEVER:
+        raise ValidationError(f"record {rid!r} has deletion policy 'never'; it cannot be deleted",
+                              [("lifecycle.deletion_policy", "never")])
+    b = _Builder("delete", now)
+    s_now = salience_of(record, now, _stored_anchor(row))
+    entry = b.entry(rid, AuditAction.DELETE, actor, f"deleted: {rationale}",
+                    {"archived": True, "salience": s_now, "deletion_policy": record.lifecycle.deletion_policy.value})
+    _archive(b, row, record, v.logs([rid])[rid], entry)
+    return b.build()
+
+
+def plan_restore(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = _who(actor, rationale)
+    rid = _text(id, "id")
+    archived = v.archived(rid)
+    if archived is None:
+        if v.existing([rid], include_archive=False):
+            raise AlreadyExistsError(rid)
+        raise NotFoundError(rid)
+    doc = dict(archived[0])
+    doc.pop("audit_log", None)
+    record = MemoryRecord.model_validate(dict(doc, audit_log=[]))
+    anchor = anchor_of(record)
+    anchor = (float(anchor[0]), float(anchor[1]))
+    after = _now_view(record, anchor, now)
+    b = _Builder("restore", now)
+    b.change("restore", rid, None, after, anchor, stored_doc=doc)
+    b.entry(rid, AuditAction.REVISE, actor, f"restored from archive: {rationale}",
+            {"restored": True, "salience": after.salience})
+    return b.build()
+
+
+def plan_prune(v: _View, now: datetime, actor: str, rationale: str, as_of: datetime | None = None,
+               dry_run: bool = True) -> CurationPlan:
+    """Eligible: not pinned, policy auto_prune, S(as_of) < PRUNE_THRESHOLD. Candidates come from
+    the column cache snapshot (plus rows changed since it was taken); only they are loaded, and
+    eligibility is confirmed on their stored rows."""
+    actor, rationale = _who(actor, rationale)
+    when = now if as_of is None else _when(as_of, "as_of")
+    t = to_epoch(when)
+    snap = v.snapshot
+    s_all = salience_at(snap.decay, t) if len(snap.ids) else np.empty(0)
+    mask = snap.alive & ~snap.decay.pinned & (snap.policy == AUTO_PRUNE_CODE) & (s_all < PRUNE_THRESHOLD)
+    candidates = {str(x) for x in snap.ids[mask]} | v.changed_since(snap.seq)
+    rows = v.rows(sorted(candidates))
+    ids = sorted(rows)
+    recs = {rid: _parse(rows[rid]) for rid in ids}
+    if ids:
+        cols = columns_of([recs[rid] for rid in ids], [_stored_anchor(rows[rid]) for rid in ids])
+        s_ids = salience_at(cols, t)
+    else:
+        s_ids = np.empty(0)
+    eligible = [(rid, float(s)) for rid, s in zip(ids, s_ids)
+                if not recs[rid].lifecycle.pinned
+                and recs[rid].lifecycle.deletion_policy == DeletionPolicy.AUTO_PRUNE
+                and s < PRUNE_THRESHOLD]
+    logs = v.logs([rid for rid, _ in eligible]) if eligible else {}
+    b = _Builder("prune", now)
+    stamp = format_time(when)
+    for rid, s in eligible:
+        entry = b.entry(rid, AuditAction.DELETE, actor, f"pruned: salience {s:.3g} < {PRUNE_THRESHOLD} at {stamp}: {rationale}",
+                        {"archived": True, "as_of": stamp, "salience": s, "threshold": PRUNE_THRESHOLD})
+        _archive(b, rows[rid], recs[rid], logs[rid], entry)
+    return b.build(result=[rid for rid, _ in eligible])
+
+
+PLANNERS: dict[str, Callable[..., CurationPlan]] = {
+    "reinforce": plan_reinforce,
+    "penalize": plan_penalize,
+    "retract": plan_retract,
+    "contest": plan_contest,
+    "supersede": plan_supersede,
+    "fork": plan_fork,
+    "merge": plan_merge,
+    "pin": plan_pin,
+    "unpin": plan_unpin,
+    "reclassify": plan_reclassify,
+    "delete": plan_delete,
+    "restore": plan_restore,
+    "prune": plan_prune,
+}
+
+
+# --------------------------------------------------------------------------- applying a plan
+
+
+def execute(store: Store, conn: Connection, plan: CurationPlan) -> None:
+    """Write a plan inside the caller's write transaction: audit entries first (they give each
+    record its new chain head), then the rows."""
+    heads = audit.append_batch(conn, [
+        {"record_id": e.record_id, "action": e.action, "actor": e.actor, "timestamp": e.timestamp,
+         "rationale": e.rationale, "details": e.details} for e in plan.audit])
+    when = to_epoch(plan.at)
+    inserts: list[dict[str, Any]] = []
+    archived: list[tuple[str, dict[str, Any], str | None]] = []
+    for c in plan.changes:
+        head = heads[c.record_id]
+        if c.kind == "update":
+            store.update_row(conn, record_row(c.after, *c.anchor, head))
+        elif c.kind == "create":
+            inserts.append(record_row(c.after, *c.anchor, head))
+        elif c.kind == "audit":
+            store.set_audit_head(conn, c.record_id, head)
+        elif c.kind == "archive":
+            doc = dict(c.stored_doc)
+            doc["audit_log"] = [e.model_dump(mode="json") for e in c.after.audit_log]
+            archived.append((c.record_id, doc, head))
+        elif c.kind == "restore":
+            store.unarchive(conn, c.record_id)
+            stored = MemoryRecord.model_validate(dict(c.stored_doc, audit_log=[]))
+            inserts.append(record_row(stored, *c.anchor, head))
+        else:  # pragma: no cover
+            raise AssertionError(c.kind)
+    if archived:
+        store.archive_rows(conn, archived, when)
+    if inserts:
+        store.insert_rows(conn, inserts)
+
+
+class CurationMixin:
+    """The curation operations of the Membrane facade (SPEC 6 and 8). Each returns the
+    ``CurationPlan`` it applied (``prune`` returns the ids). ``preview(op, ...)`` returns the
+    same plan without writing anything."""
+
+    store: Store  # the Membrane provides store, columns and now()
+
+    # the engine -------------------------------------------------------------------
+
+    def preview(self, op: str, *args: Any, **kwargs: Any) -> CurationPlan:
+        """What ``op`` (a curation operation's name) would do with these arguments, called as the
+        operation itself is (``m.preview("reinforce", id, actor, rationale, gain=0.2)``): the
+        records as they would be after the change and the audit entries that would be written.
+        Raises what the operation would raise; writes nothing."""
+        planner = _planner(op)
+        snapshot = self.columns.current() if op == "prune" else None  # type: ignore[attr-defined]
+        with self.store.read() as conn:
+            return planner(_View(self.store, conn, False, snapshot), self.now(), *args, **kwargs)
+
+    def _curate(self, op: str, *args: Any, **kwargs: Any) -> CurationPlan:
+        planner = _planner(op)
+        snapshot = self.columns.current() if op == "prune" else None  # type: ignore[attr-defined]
+        with self.store.write() as conn:
+            now = self.now()  # read after the write lock is held: operation times follow commit order
+            plan = planner(_View(self.store, conn, True, snapshot), now, *args, **kwargs)
+            execute(self.store, conn, plan)
+        return plan
+
+    # the operations (SPEC 8) ---------------------------------------------------------
+
+    def reinforce(self, id: str, actor: str, rationale: str, gain: float | None = None) -> CurationPlan:
+        """S_new = max(S(now), min(S(now) + gain, 1)); anchor and last_reinforced_at = now."""
+        return self._curate("reinforce", id, actor, rationale, gain=gain)
+
+    def penalize(self, id: str, amount: float, actor: str, rationale: str) -> CurationPlan:
+        """S_new = max(S(now) - amount, min(S(now), min_salience)); anchor = now."""
+        return self._curate("penalize", id, amount, actor, rationale)
+
+    def retract(self, id: str, actor: str, rationale: str) -> CurationPlan:
+        """Salience 0 (anchored now), semantic status retracted; the record stays."""
+        return self._curate("retract", id, actor, rationale)
+
+    def contest(self, id: str, contesting_ref: str, actor: str, rationale: str) -> CurationPlan:
+        """Semantic status contested; relation contested_by -> ref when ref is a record id."""
+        return self._curate("contest", id, contesting_ref, actor, rationale)
+
+    def supersede(self, old_id: str, new_record: Any, actor: str, rationale: str) -> CurationPlan:
+        """Retract ``old_id`` and create ``new_record`` in its place (SPEC 6)."""
+        return self._curate("supersede", old_id, new_record, actor, rationale)
+
+    def fork(self, source_id: str, forked_record: Any, actor: str, rationale: str) -> CurationPlan:
+        """Create ``forked_record`` derived_from ``source_id``; the source is unchanged."""
+        return self._curate("fork", source_id, forked_record, actor, rationale)
+
+    def merge(self, ids: list[str], merged_record: Any, actor: str, rationale: str) -> CurationPlan:
+        """Retract every record of ``ids`` and create ``merged_record`` derived_from each."""
+        return self._curate("merge", ids, merged_record, actor, rationale)
+
+    def pin(self, id: str, actor: str, rationale: str) -> CurationPlan:
+        """Freeze salience at S(now)."""
+        return self._curate("pin", id, actor, rationale)
+
+    def unpin(self, id: str, actor: str, rationale: str) -> CurationPlan:
+        """Restart decay from S(now)."""
+        return self._curate("unpin", id, actor, rationale)
+
+    def reclassify(self, id: str, actor: str, rationale: str, sensitivity: Any = None, scope: str | None = None,
+                   tags: list[str] | None = None) -> CurationPlan:
+        """Change sensitivity, scope and/or tags; the audit rationale names old and new values."""
+        return self._curate("reclassify", id, actor, rationale, sensitivity=sensitivity, scope=scope, tags=tags)
+
+    def delete(self, id: str, actor: str, rationale: str) -> CurationPlan:
+        """Move the record to the archive (refused for deletion policy ``never``)."""
+        return self._curate("delete", id, actor, rationale)
+
+    def restore(self, id: str, actor: str, rationale: str) -> CurationPlan:
+        """Bring an archived record back exactly as it was."""
+        return self._curate("restore", id, actor, rationale)
+
+    def prune(self, actor: str, rationale: str, as_of: datetime | None = None, dry_run: bool = True) -> list[str]:
+        """Archive every record that is not pinned, has policy auto_prune and S(as_of) < 0.001.
+        Returns the ids pruned, or with ``dry_run`` (the default) the ids that would be."""
+        if dry_run:
+            return list(self.preview("prune", actor, rationale, as_of=as_of).result)
+        return list(self._curate("prune", actor, rationale, as_of=as_of).result)
+
+    def archived_ids(self) -> list[str]:
+        """Ids in the archive (pruned or deleted), newest first."""
+        with self.store.read() as conn:
+            return self.store.archived_ids(conn)
+
+
+def _planner(op: str) -> Callable[..., CurationPlan]:
+    try:
+        return PLANNERS[op]
+    except (KeyError, TypeError):
+        raise ValidationError(f"unknown curation operation {op!r} (one of {', '.join(PLANNERS)})",
+                              [("op", "unknown")]) from None
+
+
+__all__ = ["CurationMixin", "CurationPlan", "RecordChange", "PlannedEntry", "PLANNERS", "execute"]
