@@ -1,0 +1,162 @@
+"""Audit log: every entry across the store, filtered and paged in SQL; timelines; chain verification."""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timezone
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from console import state
+from console.components.audit_table import filtered_csv, frame
+from console.components.chart_safety import PALETTE, plot_text, tidy
+from console.components.record_picker import ids_from_url
+from console.components.safe import clean, md
+from membrane_engine.errors import MembraneError
+from membrane_engine.lookups import audit_activity, audit_actors, audit_span
+from membrane_engine.schema import AuditAction
+
+UTC = timezone.utc
+ANY = "(any)"
+ACTIONS = [a.value for a in AuditAction]
+ACTION_COLORS = dict(zip(ACTIONS, PALETTE))
+VERIFY_KEY = "audit_verification"
+
+m = state.membrane()
+
+st.title("📜 Audit log")
+st.caption("Every audit entry in the store, newest first. Entries are append-only and hash-chained per record; "
+           "verification walks every chain and reports edited, deleted, reordered or truncated history.")
+
+# ----------------------------------------------------------------------------- verification
+
+v1, v2 = st.columns([1, 4])
+if v1.button("Verify the chains", type="primary", key="audit_verify"):
+    with st.spinner("Walking every chain…"):
+        try:
+            problems = m.verify_audit()
+            st.session_state[VERIFY_KEY] = (datetime.now(UTC), problems, None)
+        except MembraneError as exc:
+            st.session_state[VERIFY_KEY] = (datetime.now(UTC), None, str(exc))
+verification = st.session_state.get(VERIFY_KEY)
+with v2:
+    if verification is None:
+        st.caption("Not verified in this session yet.")
+    else:
+        when, problems, failure = verification
+        if failure is not None:
+            st.error(f"Verification could not run: {md(failure, 500)}")
+        elif not problems:
+            st.success(f"Audit chains intact: no problem found (checked {when:%Y-%m-%d %H:%M:%S} UTC).", icon="✅")
+        else:
+            st.error(f"{len(problems)} problem(s) found in the audit chains "
+                     f"(checked {when:%Y-%m-%d %H:%M:%S} UTC).", icon="🚨")
+if verification is not None and verification[1]:
+    st.dataframe(pd.DataFrame([{"record_id": p.record_id, "position": p.position, "problem": p.problem}
+                               for p in verification[1]]), hide_index=True, key="audit_problems")
+
+# ----------------------------------------------------------------------------- filters
+
+url_ids = ids_from_url()
+if "audit_record" not in st.session_state and url_ids:
+    st.session_state["audit_record"] = url_ids[0]
+span = audit_span(m)
+st.subheader("Filter")
+f1, f2, f3, f4, f5 = st.columns([2, 2, 3, 2, 2])
+actors = audit_actors(m)
+actor = f1.selectbox("Actor", [ANY] + actors, key="audit_actor", format_func=lambda a: clean(a, 80))
+action = f2.selectbox("Action", [ANY] + ACTIONS, key="audit_action")
+record_id = f3.text_input("Record id", key="audit_record", help="Exact id; `?id=` in the URL fills it").strip()
+since_day = f4.date_input("Since (UTC)", value=None, key="audit_since")
+until_day = f5.date_input("Until (UTC)", value=None, key="audit_until")
+filters = {
+    "actor": None if actor == ANY else actor,
+    "action": None if action == ANY else action,
+    "record_id": record_id or None,
+    "since": datetime.combine(since_day, time(0, 0), tzinfo=UTC) if since_day else None,
+    "until": datetime.combine(until_day, time(23, 59, 59, 999999), tzinfo=UTC) if until_day else None,
+}
+if filters["since"] and filters["until"] and filters["since"] > filters["until"]:
+    st.warning("“Since” is after “Until”: no entry can match.")
+
+p1, p2, p3 = st.columns([2, 2, 6])
+page_size = p1.selectbox("Rows per page", [25, 50, 100, 250], index=1, key="audit_page_size")
+total, _ = m.audit_query(**filters, limit=0)
+pages = max(1, -(-total // page_size))
+if st.session_state.get("audit_page", 1) > pages:
+    st.session_state["audit_page"] = pages
+page = p2.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="audit_page")
+total, rows = m.audit_query(**filters, limit=page_size, offset=(page - 1) * page_size)
+active = [f"{k}={md(v, 60) if not isinstance(v, datetime) else v.strftime('%Y-%m-%d %H:%M')}"
+          for k, v in filters.items() if v]
+with p3:
+    st.metric("Matching entries", f"{total:,}", help="; ".join(active) if active else "no filter")
+
+table = frame(rows)
+st.dataframe(table, hide_index=True, key="audit_table", column_config={
+    "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+    "rationale": st.column_config.TextColumn(width="large"),
+})
+st.download_button(
+    f"Download the {total:,} matching entries as CSV", data=lambda: filtered_csv(m, filters),
+    file_name="membrane_audit.csv", mime="text/csv", key="audit_csv", disabled=total == 0, on_click="ignore",
+    help="Every matching entry, not only this page. Cells that a spreadsheet would run as a formula get a "
+         "leading apostrophe")
+
+# ----------------------------------------------------------------------------- activity
+
+st.subheader("Activity")
+if total:
+    lo = (filters["since"].timestamp() if filters["since"] else (span[0] if span else 0))
+    hi = (filters["until"].timestamp() if filters["until"] else (span[1] if span else 0))
+    width = max(hi - lo, 1)
+    bucket = 3600 if width <= 3 * 86400 else 86400 if width <= 180 * 86400 else 7 * 86400
+    activity = audit_activity(m, bucket_seconds=bucket, **filters)
+    act = pd.DataFrame(activity, columns=["bucket", "action", "count"])
+    act["bucket"] = pd.to_datetime(act["bucket"].round().astype("int64"), unit="s", utc=True)
+    fig = go.Figure()
+    for name in ACTIONS:
+        part = act[act["action"] == name]
+        if len(part):
+            fig.add_trace(go.Bar(x=part["bucket"], y=part["count"], name=name, marker_color=ACTION_COLORS[name],
+                                 hovertemplate="%{x|%Y-%m-%d %H:%M}<br>" + name + ": %{y}<extra></extra>"))
+    unit = {3600: "hour", 86400: "day", 7 * 86400: "week"}[bucket]
+    fig.update_layout(barmode="stack", title=f"Matching entries per {unit}", xaxis_title="time (UTC)",
+                      yaxis_title="entries")
+    st.plotly_chart(tidy(fig, height=320), key="audit_activity")
+else:
+    st.caption("No entry matches the filter.")
+
+# ----------------------------------------------------------------------------- per-record timeline
+
+st.subheader("Record timeline")
+candidates = list(dict.fromkeys(([record_id] if record_id else []) + list(table["record_id"])))
+if not candidates:
+    st.caption("Filter by a record id, or find entries above, to draw a record's history.")
+else:
+    chosen = st.selectbox("Record", candidates, key="audit_timeline_record", format_func=lambda r: clean(r, 120),
+                          help="The record filter, or any record on this page")
+    history = m.audit_rows(chosen)
+    if not history:
+        st.info("This id has no audit entries (it may not exist).")
+    else:
+        hist = frame(history)
+        fig = go.Figure()
+        fig.add_trace(go.Scatter(x=hist["timestamp"], y=hist["action"], mode="lines", showlegend=False,
+                                 line=dict(color="#d1d5db", width=1), hoverinfo="skip"))
+        for name in ACTIONS:
+            part = hist[hist["action"] == name]
+            if len(part):
+                fig.add_trace(go.Scatter(
+                    x=part["timestamp"], y=part["action"], mode="markers", name=name,
+                    marker=dict(size=13, color=ACTION_COLORS[name], line=dict(color="white", width=1)),
+                    customdata=[[int(p), plot_text(a, 40), plot_text(r, 100)]
+                                for p, a, r in zip(part["position"], part["actor"], part["rationale"])],
+                    hovertemplate="#%{customdata[0]} %{x|%Y-%m-%d %H:%M:%S} UTC<br>by %{customdata[1]}"
+                                  "<br>%{customdata[2]}<extra>" + name + "</extra>"))
+        fig.update_layout(title=f"{len(hist)} entries of {plot_text(chosen, 60)}", xaxis_title="time (UTC)",
+                          yaxis=dict(title="action", categoryorder="array", categoryarray=ACTIONS))
+        st.plotly_chart(tidy(fig, height=300), key="audit_timeline")
+        st.dataframe(hist.sort_values("position"), hide_index=True, key="audit_timeline_table", column_config={
+            "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss")})

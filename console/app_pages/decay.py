@@ -1,0 +1,278 @@
+"""Salience decay: S(t) of chosen records and hypothetical profiles, thresholds, prune preview."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from console import state
+from console.components.chart_safety import PALETTE, plot_text, short_id, tidy
+from console.components.record_picker import record_picker
+from console.components.safe import clean, md
+from console.components.when import human_duration, instant_input
+from membrane_engine.errors import MembraneError, NotFoundError, ValidationError
+from membrane_engine.lookups import briefs
+from membrane_engine.salience import PRUNE_THRESHOLD, anchor_of, columns_of, salience_at, time_below
+from membrane_engine.schema import to_epoch, validate_record
+
+UTC = timezone.utc
+GRID_POINTS = 400
+PAGE_SIZE = 50
+HORIZONS = {
+    "6 hours": 6 * 3600, "1 day": 86400, "3 days": 3 * 86400, "1 week": 7 * 86400, "2 weeks": 14 * 86400,
+    "30 days": 30 * 86400, "90 days": 90 * 86400, "180 days": 180 * 86400, "1 year": 365 * 86400,
+    "2 years": 730 * 86400,
+}
+HALF_LIFE_UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
+PROFILES_KEY = "decay_profiles"
+
+m = state.membrane()
+now = m.now()
+
+st.title("📉 Salience decay")
+st.caption("S(t) as the engine computes it from each record's anchor (SPEC 2): pick stored records and/or "
+           "describe hypothetical profiles, then read when each one fades below a threshold.")
+
+# ----------------------------------------------------------------------------- what to plot
+
+left, right = st.columns([3, 2], gap="large")
+with left:
+    st.subheader("Records")
+    chosen = record_picker(m, "decay", "Records to plot", max_selections=12,
+                           help="Up to 12 records; `?id=` in the URL preselects")
+
+with right:
+    st.subheader("Hypothetical profiles")
+    profiles: list[dict] = st.session_state.setdefault(PROFILES_KEY, [])
+    with st.expander("Add a profile", expanded=not profiles and not chosen):
+        with st.form("decay_profile_form", clear_on_submit=False, border=False):
+            name = st.text_input("Name", value=f"profile {len(profiles) + 1}", key="decay_p_name")
+            c1, c2 = st.columns(2)
+            curve = c1.selectbox("Curve", ["exponential", "linear", "custom"], key="decay_p_curve")
+            start_salience = c2.number_input("Start salience", min_value=0.0, value=1.0, step=0.05,
+                                             key="decay_p_start")
+            c3, c4 = st.columns(2)
+            half_value = c3.number_input("Half-life", min_value=0.0, value=1.0, step=1.0, key="decay_p_half")
+            half_unit = c4.selectbox("unit", list(HALF_LIFE_UNITS), index=3, key="decay_p_unit")
+            c5, c6 = st.columns(2)
+            min_salience = c5.number_input("Min salience", min_value=0.0, value=0.0, step=0.01, format="%.3f",
+                                           key="decay_p_min")
+            max_age_days = c6.number_input("Max age (days, 0 = none)", min_value=0.0, value=0.0, step=1.0,
+                                           key="decay_p_maxage")
+            pinned = st.checkbox("Pinned", key="decay_p_pinned")
+            points_text = st.text_input(
+                "Custom points (JSON, seconds → factor)", key="decay_p_points",
+                placeholder="[[0, 1], [86400, 0.6], [604800, 0.1]]",
+                help="Only for the custom curve; without points a custom profile decays exponentially")
+            add = st.form_submit_button("Add profile")
+        if add:
+            decay = {"curve": curve, "half_life_seconds": int(round(half_value * HALF_LIFE_UNITS[half_unit])),
+                     "min_salience": float(min_salience), "max_age_seconds": int(round(max_age_days * 86400)),
+                     "reinforcement_gain": 0.1}
+            problem = None
+            if curve == "custom" and points_text.strip():
+                try:
+                    decay["points"] = json.loads(points_text)
+                except ValueError as exc:
+                    problem = f"custom points are not valid JSON: {exc}"
+            candidate = {"name": name.strip() or f"profile {len(profiles) + 1}", "decay": decay,
+                         "pinned": bool(pinned), "start_salience": float(start_salience)}
+            if problem is None:
+                try:  # the engine's own validation names the bad field
+                    validate_record({"id": "hypothetical", "type": "semantic", "sensitivity": "public",
+                                     "salience": candidate["start_salience"],
+                                     "lifecycle": {"decay": decay, "pinned": candidate["pinned"]},
+                                     "payload": {"kind": "semantic"}})
+                except ValidationError as exc:
+                    problem = "; ".join(f"{loc}: {msg}" for loc, msg in exc.problems) or str(exc)
+            if problem:
+                st.error(f"Profile not added: {md(problem, 500)}")
+            else:
+                profiles.append(candidate)
+                st.rerun()
+    for k, profile in enumerate(list(profiles)):
+        d = profile["decay"]
+        row = st.columns([5, 1])
+        row[0].text(f"{clean(profile['name'], 60)}: {d['curve']}, half-life {human_duration(d['half_life_seconds'])}, "
+                    f"min {d['min_salience']:g}, start {profile['start_salience']:g}"
+                    + (", pinned" if profile["pinned"] else "")
+                    + (f", max age {human_duration(d['max_age_seconds'])}" if d["max_age_seconds"] else ""))
+        if row[1].button("✕", key=f"decay_drop_{k}", help="Remove this profile"):
+            profiles.pop(k)
+            st.rerun()
+
+st.divider()
+w1, w2, w3 = st.columns([3, 2, 2])
+with w1:
+    start = instant_input("Window start", "decay_start", now - timedelta(days=7),
+                          help="Hypothetical profiles start here; stored records follow their own anchors")
+horizon_label = w2.select_slider("Horizon", list(HORIZONS), value="30 days", key="decay_horizon")
+threshold = w3.number_input("Drop-below threshold", min_value=0.0, max_value=10.0, value=0.1, step=0.01,
+                            format="%.3f", key="decay_threshold",
+                            help="The table below says when each curve first drops under this value")
+log_scale = w3.toggle("Log scale", key="decay_log")
+horizon = HORIZONS[horizon_label]
+end = start + timedelta(seconds=horizon)
+
+# ----------------------------------------------------------------------------- the curves
+
+# Stored records: one vectorized call over the grid. Hypothetical profiles: the same function
+# (salience.salience_at) over their in-memory decay columns, anchored at the window start.
+grid = [start + timedelta(seconds=horizon * k / (GRID_POINTS - 1)) for k in range(GRID_POINTS)]
+grid_epoch = np.array([to_epoch(t) for t in grid])
+
+series: list[dict] = []
+if chosen:
+    try:
+        curves = m.salience_curves(chosen, grid)
+    except NotFoundError as exc:
+        st.error(f"{md(exc)}; it may have been pruned or deleted. Refresh the selection.")
+        curves = {}
+    info = briefs(m, list(curves))
+    for rid in curves:
+        try:
+            record = m.get(rid)
+        except NotFoundError:
+            continue
+        anchor = anchor_of(record)
+        series.append({"key": rid, "label": short_id(rid) + f" ({info[rid].type})" if rid in info else short_id(rid),
+                       "full": rid, "values": np.array(curves[rid]), "record": record, "anchor": anchor,
+                       "min": record.lifecycle.decay.min_salience, "stored": True})
+
+hypotheticals = []
+for k, profile in enumerate(profiles):
+    rec = validate_record({
+        "id": f"hypothetical-{k}", "type": "semantic", "sensitivity": "public",
+        "salience": profile["start_salience"], "created_at": start, "updated_at": start,
+        "lifecycle": {"decay": profile["decay"], "pinned": profile["pinned"]},
+        "payload": {"kind": "semantic"},
+    })
+    hypotheticals.append(rec)
+if hypotheticals:
+    anchors = [(p["start_salience"], to_epoch(start)) for p in profiles]
+    values = salience_at(columns_of(hypotheticals, anchors), grid_epoch[:, None])
+    for k, (rec, profile) in enumerate(zip(hypotheticals, profiles)):
+        series.append({"key": rec.id, "label": plot_text(profile["name"], 40) + " (hypothetical)",
+                       "full": profile["name"], "values": values[:, k], "record": rec, "anchor": anchors[k],
+                       "min": profile["decay"]["min_salience"], "stored": False})
+
+if not series:
+    st.info("Pick one or more records above, or add a hypothetical profile, to draw their salience over time.")
+else:
+    fig = go.Figure()
+    times = pd.to_datetime((grid_epoch * 1000).round().astype("int64"), unit="ms", utc=True)
+    ymax = max(float(np.nanmax(s["values"])) if len(s["values"]) else 0.0 for s in series)
+    for k, s in enumerate(series):
+        color = PALETTE[k % len(PALETTE)]
+        values = s["values"].astype(float).copy()
+        # Before its anchor a record's history is not known from the anchor alone: leave it blank.
+        values[grid_epoch < s["anchor"][1]] = np.nan
+        fig.add_trace(go.Scatter(
+            x=times, y=values, mode="lines", name=s["label"], line=dict(color=color, width=2,
+                                                                        dash="solid" if s["stored"] else "dash"),
+            hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>S = %{y:.4f}<extra>" + s["label"] + "</extra>"))
+        if s["stored"]:
+            total, rows = m.audit_query(record_id=s["key"], action="reinforce", limit=500)
+            xs, ys, texts = [], [], []
+            for row in rows:
+                t = to_epoch(row.entry.timestamp)
+                if not grid_epoch[0] <= t <= grid_epoch[-1]:
+                    continue
+                after = (row.details or {}).get("salience_after") if row.details else None
+                if after is None:
+                    after = float(np.interp(t, grid_epoch, s["values"])) if t >= s["anchor"][1] else s["anchor"][0]
+                xs.append(datetime.fromtimestamp(t, UTC))
+                ys.append(after)
+                texts.append(f"reinforced by {plot_text(row.entry.actor, 40)}<br>{plot_text(row.entry.rationale, 80)}")
+            if xs:
+                fig.add_trace(go.Scatter(
+                    x=xs, y=ys, mode="markers", name=f"reinforced: {s['label']}", showlegend=True,
+                    marker=dict(symbol="triangle-up", size=12, color=color, line=dict(color="black", width=1)),
+                    text=texts, hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>%{text}<extra></extra>"))
+    mins = sorted({float(s["min"]) for s in series if s["min"] > 0})
+    for value in mins:
+        fig.add_hline(y=value, line=dict(color="#6b7280", dash="dot", width=1),
+                      annotation_text=f"min salience {value:g}", annotation_position="top left")
+    fig.add_hline(y=PRUNE_THRESHOLD, line=dict(color="#dc2626", dash="dash", width=1),
+                  annotation_text=f"prune threshold {PRUNE_THRESHOLD:g}", annotation_position="bottom right")
+    fig.add_hline(y=threshold, line=dict(color="#ca8a04", dash="longdash", width=1),
+                  annotation_text=f"threshold {threshold:g}", annotation_position="top right")
+    if start <= now <= end:
+        fig.add_vline(x=now.timestamp() * 1000, line=dict(color="#111827", width=1, dash="dot"),
+                      annotation_text="now", annotation_position="top")
+    fig.update_layout(title=f"Salience from {start:%Y-%m-%d %H:%M} UTC over {horizon_label}",
+                      xaxis_title="time (UTC)", yaxis_title="salience S(t)")
+    if log_scale:
+        fig.update_yaxes(type="log", range=[np.log10(PRUNE_THRESHOLD / 10), np.log10(max(ymax, threshold, 1e-3) * 1.2)])
+    else:
+        fig.update_yaxes(range=[0, max(ymax, threshold, 0.05) * 1.08])
+    st.plotly_chart(tidy(fig, height=460), key="decay_chart")
+    st.caption("Solid lines: stored records (drawn from their current anchor on; ▲ marks reinforce entries of "
+               "their audit log). Dashed lines: hypothetical profiles, anchored at the window start.")
+
+    # ------------------------------------------------------------------------- time below threshold
+    st.subheader(f"When does each curve drop below {threshold:g}?")
+    rows = []
+    for s in series:
+        first = time_below(s["record"], threshold, start, horizon, anchor=s["anchor"])
+        s_start, s_end = float(s["values"][0]), float(s["values"][-1])
+        if first is None:
+            when, status, until_then = None, f"stays at or above within {horizon_label}", ""
+        else:
+            when = datetime.fromtimestamp(first, UTC)
+            status = "already below at the window start" if first <= to_epoch(start) else "drops below"
+            until_then = human_duration(first - now.timestamp())
+        rows.append({"curve": clean(s["full"], 80), "kind": "record" if s["stored"] else "hypothetical",
+                     "S(start)": s_start, "S(end)": s_end, "below at (UTC)": when, "from now": until_then,
+                     "status": status})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="decay_below_table",
+                 column_config={"S(start)": st.column_config.NumberColumn(format="%.4f"),
+                                "S(end)": st.column_config.NumberColumn(format="%.4f"),
+                                "below at (UTC)": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm")})
+
+# ----------------------------------------------------------------------------- prune preview
+
+st.divider()
+st.subheader("Prune preview")
+st.caption(f"Which records a prune would archive at a given instant: not pinned, deletion policy auto_prune, "
+           f"S(as of) < {PRUNE_THRESHOLD:g}. The preview writes nothing.")
+if not hasattr(m, "prune"):
+    st.info("The engine in this build has no prune operation yet.")
+else:
+    p1, p2 = st.columns([3, 2])
+    with p1:
+        prune_at = instant_input("Prune as of", "decay_prune_at", now + timedelta(days=30))
+    p2.write("")
+    p2.write("")
+    if p2.button("Preview prune", type="primary", key="decay_prune_go"):
+        try:
+            ids = m.prune(actor=state.operator() or "console (preview)", rationale="decay page: prune preview",
+                          as_of=prune_at, dry_run=True)
+            st.session_state["decay_prune_result"] = (prune_at, list(ids))
+            st.session_state["decay_prune_page"] = 1
+        except MembraneError as exc:
+            st.error(f"The engine refused the preview: {md(exc, 500)}")
+    result = st.session_state.get("decay_prune_result")
+    if result is not None:
+        when, ids = result
+        if when != prune_at:
+            st.caption("The preview below is for an earlier instant; press the button to refresh it.")
+        st.metric(f"Would be pruned at {when:%Y-%m-%d %H:%M} UTC", f"{len(ids):,}")
+        if ids:
+            pages = max(1, -(-len(ids) // PAGE_SIZE))
+            page = st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, step=1, key="decay_prune_page")
+            chunk = ids[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+            info = briefs(m, chunk)
+            live = [rid for rid in chunk if rid in info]
+            at_when = m.salience_curves(live, [when]) if live else {}
+            st.dataframe(pd.DataFrame([{
+                "id": rid, "type": info[rid].type if rid in info else "(gone)",
+                "scope": info[rid].scope if rid in info else "",
+                "S(as of)": at_when[rid][0] if rid in at_when else None,
+            } for rid in chunk]), hide_index=True, key="decay_prune_table",
+                column_config={"S(as of)": st.column_config.NumberColumn(format="%.2e")})

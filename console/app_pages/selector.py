@@ -1,0 +1,140 @@
+"""Selector inspector: which competence / plan the selector prefers for a trust context, and how sure it is."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from console import state
+from console.components.chart_safety import plot_text, short_id, tidy
+from console.components.safe import clean, md
+from console.components.trust_form import params_from_query, trust_context_form
+from console.components.when import instant_input
+from membrane_engine import RetrieveRequest
+from membrane_engine.errors import MembraneError
+from membrane_engine.selector import select
+
+SELECTOR_TYPES = ["competence", "plan_graph"]
+SIGNAL_COLORS = {"applicability": "#60a5fa", "success": "#34d399", "recency": "#fbbf24", "score": "#1e3a8a"}
+
+m = state.membrane()
+now = m.now()
+
+st.title("🎯 Selector inspector")
+st.caption("Retrieval restricted to competence and plan_graph records, then the selector (SPEC 5): three equally "
+           "weighted signals per candidate, a confidence from the gap between the best two, and `needs_more` "
+           "when that confidence is under the threshold.")
+
+url_defaults, url_problems = params_from_query({k: st.query_params[k] for k in st.query_params})
+for problem in url_problems:
+    st.warning(f"Ignored from the URL: {md(problem, 300)}")
+
+controls, results = st.columns([2, 5], gap="large")
+with controls:
+    st.subheader("Request")
+    trust = trust_context_form("sel", m.scopes(), defaults=url_defaults)
+    task = st.text_input("Task descriptor", value=url_defaults.get("task", ""), key="sel_task",
+                         help="Passed to the selector; it changes applicability only when an embedding provider "
+                              "is configured")
+    as_of = instant_input("As of", "sel_as_of", url_defaults.get("as_of") or now,
+                          help="Recency and S(t) are evaluated at this instant")
+    min_salience = st.number_input("Min salience", min_value=0.0, value=0.0, step=0.05, format="%.3f",
+                                   key="sel_min_salience", help="Candidates with S(as of) below this are dropped; 0 disables")
+    threshold = st.slider("needs_more threshold", min_value=0.0, max_value=1.0, value=float(m.selector_threshold),
+                          step=0.01, key="sel_threshold",
+                          help="needs_more is true when the confidence is below this (engine default "
+                               f"{m.selector_threshold:g})")
+
+request = RetrieveRequest(trust=trust, task_descriptor=task, memory_types=SELECTOR_TYPES,
+                          min_salience=min_salience, limit=0, as_of=as_of)
+with results:
+    try:
+        simulation = m.simulate(request)
+    except MembraneError as exc:
+        st.error(f"The engine refused the request: {md(exc, 500)}")
+        st.stop()
+    selection = simulation.response.selection
+    if selection is not None and abs(threshold - selection.threshold) > 1e-12:
+        # Same candidates, the engine's selector at the operator's threshold.
+        selection = select(selection.selected, as_of, threshold=threshold, task_descriptor=task,
+                           embeddings=m.embeddings)
+
+    hidden = sum(c.hidden for c in simulation.counts.values())
+    below = sum(c.below_min_salience for c in simulation.counts.values())
+    redacted = sum(c.redacted for c in simulation.counts.values())
+    if selection is None or not selection.signals:
+        st.subheader("No candidates")
+        st.info("No competence or plan_graph record passes this trust context and salience filter, so the selector "
+                f"has nothing to choose from (needs_more would be true). Hidden by trust: {hidden}; "
+                f"below min salience: {below}.")
+        st.stop()
+
+    signals = selection.signals
+    by_id = {r.id: r for r in selection.selected}
+    best = signals[0]
+    runner = signals[1] if len(signals) > 1 else None
+
+    st.subheader("Decision")
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Candidates", len(signals), help=f"{redacted} redacted, {hidden} hidden by trust, "
+                                               f"{below} below min salience")
+    c2.metric("Best score", f"{best.score:.4f}",
+              delta=f"{best.score - runner.score:+.4f} vs runner-up" if runner else None, delta_color="off")
+    c3.metric("Confidence", f"{selection.confidence:.4f}",
+              help="(best − runner-up) / best with two or more candidates; the score itself with one")
+    with c4:
+        st.markdown("**needs_more**")
+        if selection.needs_more:
+            st.badge(f"TRUE · confidence < {threshold:.2f}", icon="🔎", color="red")
+        else:
+            st.badge(f"FALSE · confidence ≥ {threshold:.2f}", icon="✅", color="green")
+
+    def name_of(record_id: str) -> str:
+        record = by_id.get(record_id)
+        if record is None or record.payload is None:
+            return "(redacted)"
+        p = record.payload
+        if p.kind == "competence":
+            return p.skill_name
+        if p.kind == "plan_graph":
+            return p.intent or p.plan_id
+        return p.kind
+
+    st.text(f"Selected: {clean(best.record_id, 120)} — {clean(name_of(best.record_id), 120)}")
+    if runner is not None:
+        st.text(f"Runner-up: {clean(runner.record_id, 120)} — {clean(name_of(runner.record_id), 120)}")
+    if len(signals) == 1:
+        st.caption("One candidate: the confidence is its own score.")
+
+    st.subheader("Signals per candidate")
+    shown = st.slider("Candidates in the chart", min_value=1, max_value=max(1, len(signals)),
+                      value=min(15, len(signals)), key="sel_top") if len(signals) > 1 else 1
+    top = signals[:shown]
+    labels = [f"{k + 1}. {short_id(s.record_id)}" for k, s in enumerate(top)]
+    hover = [plot_text(f"{s.record_id} · {name_of(s.record_id)}", 120) for s in top]
+    fig = go.Figure()
+    for signal in ("applicability", "success", "recency", "score"):
+        fig.add_trace(go.Bar(
+            name=signal, x=labels, y=[getattr(s, signal) for s in top], marker_color=SIGNAL_COLORS[signal],
+            marker_pattern_shape="/" if signal == "score" else "", customdata=hover,
+            hovertemplate="%{customdata}<br>" + signal + " = %{y:.4f}<extra></extra>"))
+    fig.add_hline(y=best.score, line=dict(color=SIGNAL_COLORS["score"], dash="dot", width=1),
+                  annotation_text=f"best score {best.score:.3f}", annotation_position="top right")
+    fig.update_layout(barmode="group", yaxis=dict(range=[0, 1.08], title="signal value"),
+                      xaxis=dict(title="candidate (rank. id)"),
+                      title="Applicability, success and recency; score is their mean")
+    st.plotly_chart(tidy(fig, height=440), key="sel_chart")
+
+    table = pd.DataFrame([{
+        "rank": k + 1, "id": s.record_id, "type": by_id[s.record_id].type.value if s.record_id in by_id else "",
+        "name": clean(name_of(s.record_id), 120), "redacted": s.redacted, "applicability": s.applicability,
+        "success": s.success, "recency": s.recency, "score": s.score,
+        "salience": by_id[s.record_id].salience if s.record_id in by_id else None,
+    } for k, s in enumerate(signals)])
+    number = st.column_config.NumberColumn(format="%.4f")
+    st.dataframe(table, hide_index=True, key="sel_table",
+                 column_config={c: number for c in ("applicability", "success", "recency", "score", "salience")})
+    if redacted:
+        st.caption("Redacted candidates (one level above the context's max sensitivity) have no payload and score "
+                   "0.5 on every signal.")

@@ -1,0 +1,36 @@
+"""Plotly helpers for the decay, selector and audit pages: inert labels, a palette, a layout.
+
+Plotly renders a subset of HTML in labels and hover text (``<b>``, ``<br>``, ``<a href>``), so
+every record string that reaches a figure goes through ``plot_text`` first.
+"""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from .safe import clean
+
+PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777",
+           "#4b5563", "#65a30d", "#7c3aed", "#0d9488"]
+
+
+def plot_text(text: object, limit: int = 80) -> str:
+    """Record content made inert for a Plotly label or hover text."""
+    return html.escape(clean(text, limit), quote=True)
+
+
+def short_id(record_id: str, keep: int = 8) -> str:
+    """The first characters of an id (UUIDs are long), escaped for a chart."""
+    value = str(record_id)
+    return plot_text(value if len(value) <= keep + 1 else value[:keep] + "…", keep + 2)
+
+
+def tidy(fig: go.Figure, height: int = 420, legend_below: bool = True) -> go.Figure:
+    """Common layout: compact margins, legend under the plot so long names never cover data."""
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10), hovermode="closest",
+                      hoverlabel=dict(namelength=-1))
+    if legend_below:
+        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0))
+    return fig

@@ -1,0 +1,44 @@
+"""Choosing records: a search box (id or tag) feeding a multiselect; `?id=` preselects."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from membrane_engine import Membrane
+from membrane_engine.lookups import search_records
+
+from .safe import clean, md
+
+
+def ids_from_url() -> list[str]:
+    """Ids named in the page URL: `?id=a&id=b` or `?id=a,b`."""
+    out: list[str] = []
+    for value in st.query_params.get_all("id"):
+        out.extend(part.strip() for part in value.split(",") if part.strip())
+    return list(dict.fromkeys(out))
+
+
+def record_picker(membrane: Membrane, key: str, label: str = "Records", *, from_url: bool = True,
+                  max_selections: int | None = None, limit: int = 200, help: str | None = None) -> list[str]:
+    """Search box plus multiselect; returns the chosen ids (live records only)."""
+    state_key = f"{key}_ids"
+    if state_key not in st.session_state:
+        initial = ids_from_url() if from_url else []
+        live = set(membrane.ids()) if initial else set()
+        missing = [i for i in initial if i not in live]
+        if missing:
+            st.warning("Not in the store: " + ", ".join(md(i, 80) for i in missing[:5]), icon="⚠️")
+        chosen = [i for i in initial if i in live]
+        st.session_state[state_key] = chosen[:max_selections] if max_selections else chosen
+    query = st.text_input("Find records by id or tag", key=f"{key}_query", placeholder="part of an id or a tag",
+                          help="Case-insensitive substring match on ids and tags")
+    hits = search_records(membrane, query, limit=limit)
+    labels = {h.id: f"{h.id} · {h.type}" + (f" · {', '.join(h.tags[:3])}" if h.tags else "") for h in hits}
+    chosen = list(st.session_state.get(state_key, []))
+    options = list(dict.fromkeys(chosen + [h.id for h in hits]))
+    if query and not hits:
+        st.caption("No record id or tag contains that text.")
+    elif len(hits) >= limit:
+        st.caption(f"Showing the first {limit} matches; type more to narrow the list.")
+    return st.multiselect(label, options, key=state_key, format_func=lambda rid: clean(labels.get(rid, rid), 120),
+                          max_selections=max_selections, help=help)

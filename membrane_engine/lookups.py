@@ -1,0 +1,169 @@
+"""Read-only lookups the console needs beyond the facade: finding records by id or tag,
+choosing ids by type / scope / sensitivity, and audit-log facets and activity aggregates.
+
+Nothing here decides a rule (trust, salience, scores); these are plain queries over the store
+and the column cache.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy import Integer, cast, func, or_, select
+
+from .columns import TYPE_CODES
+from .schema import AuditAction, sensitivity_level, to_epoch
+from .store import audit_entries, records
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .membrane import Membrane
+
+
+@dataclass(frozen=True)
+class Found:
+    """One search hit: enough to label it in a picker."""
+
+    id: str
+    type: str
+    scope: str
+    tags: tuple[str, ...]
+
+
+def _like(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def search_records(membrane: "Membrane", text: str, limit: int = 200) -> list[Found]:
+    """Live records whose id or one of whose tags contains ``text`` (case-insensitive for
+    ASCII), ordered by id. An empty ``text`` lists the first ``limit`` ids."""
+    text = (text or "").strip()
+    q = select(records.c.id, records.c.type, records.c.scope, records.c.tags)
+    if text:
+        # Tags are stored as a JSON array written with ASCII escapes; encode the needle the same
+        # way so non-ASCII and quote characters match what is stored.
+        needle = json.dumps(text)[1:-1]
+        q = q.where(or_(records.c.id.ilike(_like(text), escape="\\"),
+                        records.c.tags.ilike(_like(needle), escape="\\")))
+    q = q.order_by(records.c.id).limit(max(0, int(limit)))
+    with membrane.store.read() as conn:
+        rows = conn.execute(q).all()
+    out = []
+    for r in rows:
+        try:
+            tags = tuple(str(t) for t in json.loads(r.tags or "[]"))
+        except ValueError:
+            tags = ()
+        out.append(Found(r.id, r.type, r.scope, tags))
+    return out
+
+
+def filter_ids(membrane: "Membrane", types: list[str] | None = None, scopes: list[str] | None = None,
+               sensitivities: list[str] | None = None) -> list[str]:
+    """Ids of live records matching every given filter (an empty filter matches everything).
+    ``scopes`` compares exact strings; "" selects unscoped records."""
+    snap = membrane.columns.current()
+    mask = snap.alive.copy()
+    if types:
+        mask &= np.isin(snap.type_code, np.array([TYPE_CODES[t] for t in types], dtype=np.int8))
+    if scopes is not None and len(scopes):
+        wanted = [i for i, name in enumerate(snap.scope_names) if name in set(scopes)]
+        mask &= np.isin(snap.scope_code, np.array(wanted, dtype=np.int32))
+    if sensitivities:
+        levels = np.array([sensitivity_level(s) for s in sensitivities], dtype=np.int8)
+        mask &= np.isin(snap.sens_level, levels)
+    return sorted(str(x) for x in snap.ids[mask])
+
+
+def archived_ids(membrane: "Membrane") -> list[str]:
+    """Ids in the archive (pruned or deleted records that restore can bring back), newest first."""
+    with membrane.store.read() as conn:
+        return membrane.store.archived_ids(conn)
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def _audit_conditions(actor: str | None, action: str | None, record_id: str | None,
+                      since: datetime | None, until: datetime | None) -> list[Any]:
+    """The same filters as ``audit.query`` (exact actor / action / record id, inclusive bounds)."""
+    conditions = []
+    if actor:
+        conditions.append(audit_entries.c.actor == actor)
+    if action:
+        conditions.append(audit_entries.c.action == AuditAction(action).value)
+    if record_id:
+        conditions.append(audit_entries.c.record_id == record_id)
+    if since is not None:
+        conditions.append(audit_entries.c.ts >= to_epoch(since))
+    if until is not None:
+        conditions.append(audit_entries.c.ts <= to_epoch(until))
+    return conditions
+
+
+def audit_actors(membrane: "Membrane", limit: int = 500) -> list[str]:
+    """Distinct actors in the audit log, most frequent first (at most ``limit``)."""
+    q = (select(audit_entries.c.actor, func.count().label("n")).group_by(audit_entries.c.actor)
+         .order_by(func.count().desc(), audit_entries.c.actor).limit(limit))
+    with membrane.store.read() as conn:
+        return [r.actor for r in conn.execute(q)]
+
+
+def audit_span(membrane: "Membrane") -> tuple[float, float] | None:
+    """(oldest, newest) entry time in epoch seconds, or None for an empty log."""
+    with membrane.store.read() as conn:
+        lo, hi = conn.execute(select(func.min(audit_entries.c.ts), func.max(audit_entries.c.ts))).one()
+    return None if lo is None else (float(lo), float(hi))
+
+
+def audit_activity(membrane: "Membrane", bucket_seconds: float = 86400.0, actor: str | None = None,
+                   action: str | None = None, record_id: str | None = None, since: datetime | None = None,
+                   until: datetime | None = None) -> list[tuple[float, str, int]]:
+    """Entry counts per time bucket and action, filtered like ``audit_query``:
+    ``[(bucket start, epoch seconds), action, count]`` ordered by time."""
+    bucket_seconds = float(bucket_seconds)
+    if not bucket_seconds > 0:
+        raise ValueError("bucket_seconds must be positive")
+    scaled = audit_entries.c.ts / bucket_seconds
+    # SQLite may lack floor(); timestamps are positive, so truncation is the floor there.
+    bucket = cast(scaled, Integer) if membrane.store.is_sqlite else func.floor(scaled)
+    q = (select(bucket.label("b"), audit_entries.c.action, func.count().label("n"))
+         .where(*_audit_conditions(actor, action, record_id, since, until))
+         .group_by(bucket, audit_entries.c.action).order_by(bucket, audit_entries.c.action))
+    with membrane.store.read() as conn:
+        return [(float(r.b) * bucket_seconds, r.action, int(r.n)) for r in conn.execute(q)]
+
+
+@dataclass(frozen=True)
+class Brief:
+    """A live record's scalar facts, read from the column cache (no document parsing)."""
+
+    id: str
+    type: str
+    sensitivity: str
+    scope: str
+    pinned: bool
+    deletion_policy: str
+
+
+def briefs(membrane: "Membrane", record_ids: list[str]) -> dict[str, Brief]:
+    """Scalar facts of the live records among ``record_ids`` (absent ids are left out)."""
+    from .columns import POLICY_CODES, TYPE_NAMES
+    from .schema import Sensitivity
+
+    snap = membrane.columns.current()
+    levels = {sensitivity_level(s): s.value for s in Sensitivity}
+    policies = {code: name for name, code in POLICY_CODES.items()}
+    out: dict[str, Brief] = {}
+    for rid in record_ids:
+        i = snap.row_of.get(rid)
+        if i is None or not snap.alive[i]:
+            continue
+        out[rid] = Brief(rid, TYPE_NAMES[int(snap.type_code[i])], levels.get(int(snap.sens_level[i]), "?"),
+                         snap.scope_names[int(snap.scope_code[i])], bool(snap.decay.pinned[i]),
+                         policies.get(int(snap.policy[i]), "?"))
+    return out
