@@ -66,7 +66,7 @@ def record_card(record: MemoryRecord, verdict: str | None = None,
             verdict_badge(verdict)
         head[1].code(record.id, language=None)
         if explain is not None:
-            with head[2].popover("why?", use_container_width=True):
+            with head[2].popover("why?", width="stretch"):
                 show_explanation(explain())
         st.markdown(metadata_line(record))
         if record.redacted:

@@ -1,0 +1,137 @@
+"""Overview: the store at a glance (SPEC 7 metrics and breakdowns, all computed by the engine)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from console import state
+from console.components.charts import SENSITIVITY_ORDER, style
+from console.components.chart_safety import plot_text
+from console.components.time_input import as_of_input
+from membrane_engine import Membrane
+from membrane_engine.lookups import audit_activity
+from membrane_engine.metrics import store_breakdown
+from membrane_engine.schema import format_time
+
+m = state.membrane()
+
+
+def _store_key(m: Membrane) -> tuple[str, int]:
+    return m.url, m.columns.current().seq
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _metrics(url: str, seq: int, as_of_iso: str) -> dict:
+    return state.membrane().metrics(as_of=datetime.fromisoformat(as_of_iso))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _breakdown(url: str, seq: int, as_of_iso: str) -> dict:
+    return store_breakdown(state.membrane().columns.current(), datetime.fromisoformat(as_of_iso))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _activity(url: str, seq: int, audit_total: int) -> list[tuple[float, str, int]]:
+    # Keyed by the audit total as well, so any new entry refreshes it.
+    return audit_activity(state.membrane(), bucket_seconds=86400.0)
+
+
+st.title("Overview")
+top = st.columns([3, 2])
+top[0].caption("The memory store at a glance. Every number is computed by the engine at the chosen instant.")
+with top[1]:
+    as_of = as_of_input("overview_as_of", label="As of (UTC)", help="Salience-based metrics are S(t) at this instant")
+when = as_of or m.now()
+# Cache per minute of "now" so an idle page is not recomputed on every rerun.
+key_time = when.replace(second=0, microsecond=0) if as_of is None else when
+url, seq = _store_key(m)
+metrics = _metrics(url, seq, key_time.isoformat())
+breakdown = _breakdown(url, seq, key_time.isoformat())
+
+with st.container(border=True):
+    st.markdown("**Store**")
+    st.code(m.url, language=None, wrap_lines=True)
+    st.caption(f"Metrics at {format_time(key_time)[:16].replace('T', ' ')} UTC · change counter {seq:,}")
+
+row1 = st.columns(4)
+row1[0].metric("Records", f"{metrics['total_records']:,}", help="total_records")
+row1[1].metric("Active (S > 0)", f"{metrics['active_records']:,}", help="active_records")
+row1[2].metric("Pinned", f"{metrics['pinned_records']:,}", help="pinned_records")
+row1[3].metric("Audit entries", f"{metrics['total_audit_entries']:,}", help="total_audit_entries")
+row2 = st.columns(4)
+row2[0].metric("Avg salience", f"{metrics['avg_salience']:.3f}", help="avg_salience: mean S(as_of)")
+row2[1].metric("Avg confidence", f"{metrics['avg_confidence']:.3f}", help="avg_confidence")
+row2[2].metric("Growth (24 h)", f"{metrics['memory_growth_rate']:.1%}", help="memory_growth_rate: records created in the last 24 h / total")
+row2[3].metric("Revision rate", f"{metrics['revision_rate']:.1%}", help="revision_rate: (revise + fork + merge) / audit entries")
+row3 = st.columns(4)
+row3[0].metric("Retrieval usefulness", f"{metrics['retrieval_usefulness']:.1%}", help="retrieval_usefulness: reinforce entries / audit entries")
+row3[1].metric("Competence success", f"{metrics['competence_success_rate']:.1%}", help="competence_success_rate: mean observed success of competence records with performance data")
+row3[2].metric("Plan reuse", f"{metrics['plan_reuse_frequency']:.1f}", help="plan_reuse_frequency: mean execution_count of plans with metrics")
+row3[3].metric("Unknown sensitivity", f"{breakdown['unknown_sensitivity']:,}", help="Records whose sensitivity is not a known level (always hidden)")
+
+if not metrics["total_records"]:
+    st.info("The store is empty. Import records on the Import / export page.", icon="📭")
+    st.stop()
+
+left, right = st.columns(2)
+with left:
+    st.subheader("Records by type and sensitivity")
+    types = list(breakdown["by_type_sensitivity"])
+    z = [[breakdown["by_type_sensitivity"][t][s] for s in SENSITIVITY_ORDER] for t in types]
+    fig = go.Figure(go.Heatmap(z=z, x=SENSITIVITY_ORDER, y=types, colorscale="Blues", text=z, texttemplate="%{text}",
+                               hovertemplate="%{y} · %{x}: %{z} records<extra></extra>", showscale=False))
+    fig.update_yaxes(autorange="reversed")
+    st.plotly_chart(style(fig, height=320), width="stretch", key="ov_heat")
+with right:
+    st.subheader("Records by scope")
+    scopes = breakdown["by_scope"]
+    shown = list(scopes.items())[:25]
+    labels = [plot_text(s, 40) if s else "(unscoped)" for s, _ in shown]
+    fig = go.Figure(go.Bar(x=[n for _, n in shown], y=labels, orientation="h", marker_color="#4b5bdc",
+                           hovertemplate="%{y}: %{x} records<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category")
+    st.plotly_chart(style(fig, height=320), width="stretch", key="ov_scope")
+    if len(scopes) > len(shown):
+        st.caption(f"The {len(shown)} largest of {len(scopes):,} scopes.")
+
+left, right = st.columns(2)
+with left:
+    st.subheader("Salience distribution")
+    hist = breakdown["salience_histogram"]
+    edges = hist["edges"]
+    mids = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
+    width = edges[1] - edges[0] if len(edges) > 1 else 0.05
+    fig = go.Figure(go.Bar(x=mids, y=hist["counts"], width=[width * 0.95] * len(mids), marker_color="#6f7fe8",
+                           customdata=[[a, b] for a, b in zip(edges, edges[1:])],
+                           hovertemplate="S in [%{customdata[0]:.2f}, %{customdata[1]:.2f}): %{y}<extra></extra>"))
+    fig.update_xaxes(title="S(as of)")
+    fig.update_yaxes(title="records")
+    st.plotly_chart(style(fig, height=300), width="stretch", key="ov_hist")
+    buckets = metrics["salience_distribution"]
+    st.dataframe(pd.DataFrame([buckets]), hide_index=True, width="stretch")
+with right:
+    st.subheader("Audit activity")
+    activity = _activity(url, seq, metrics["total_audit_entries"])
+    if not activity:
+        st.info("No audit entries yet.")
+    else:
+        frame = pd.DataFrame(activity, columns=["day", "action", "entries"])
+        frame["day"] = pd.to_datetime(frame["day"], unit="s", utc=True).dt.tz_localize(None)
+        fig = go.Figure()
+        for action, part in frame.groupby("action", sort=True):
+            fig.add_bar(x=part["day"], y=part["entries"], name=str(action),
+                        hovertemplate="%{x|%Y-%m-%d}: %{y} " + str(action) + "<extra></extra>")
+        fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.25))
+        fig.update_yaxes(title="entries per day")
+        st.plotly_chart(style(fig, height=300), width="stretch", key="ov_audit")
+        days = frame["day"].dt.date
+        st.caption(f"{int(frame['entries'].sum()):,} entries over {days.nunique():,} days "
+                   f"({days.min()} to {days.max()}).")
+
+st.subheader("Records by type")
+by_type = metrics["records_by_type"]
+st.dataframe(pd.DataFrame([by_type]), hide_index=True, width="stretch")

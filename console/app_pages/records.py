@@ -1,0 +1,159 @@
+"""Record explorer: filter and search the whole store (paged in the engine) and open any record.
+
+An operator page: no trust gate. ``?id=RECORD`` in the URL opens that record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import partial
+
+import pandas as pd
+import streamlit as st
+
+from console import state
+from console.components.record_card import summary
+from console.components.record_detail import render_record
+from console.components.safe import clean, md
+from console.components.time_input import as_of_input
+from console.components.trust_form import LAYERS, SENSITIVITIES
+from membrane_engine.errors import MembraneError, NotFoundError
+from membrane_engine.explorer import NO_STATUS, SORTS, Filters, existing, referencing, search, tag_counts
+from membrane_engine.schema import RevisionStatus, format_time
+
+K = "rx"
+PAGE_SIZES = [25, 50, 100, 250]
+STATUSES = [s.value for s in RevisionStatus] + [NO_STATUS]
+
+m = state.membrane()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _tags(url: str, seq: int) -> dict[str, int]:
+    return tag_counts(state.membrane())
+
+
+def open_record(record_id: str) -> None:
+    st.query_params["id"] = record_id
+    st.session_state[f"{K}_id_box"] = record_id
+
+
+def close_record() -> None:
+    st.query_params.pop("id", None)
+    st.session_state[f"{K}_id_box"] = ""
+
+
+def open_from_box() -> None:
+    value = st.session_state.get(f"{K}_id_box", "").strip()
+    if value:
+        st.query_params["id"] = value
+    else:
+        st.query_params.pop("id", None)
+
+
+def open_from_table(table_key: str, ids_key: str) -> None:
+    state_ = st.session_state.get(table_key)
+    rows = state_.selection.rows if state_ is not None else []
+    ids = st.session_state.get(ids_key, [])
+    if rows and rows[0] < len(ids):
+        open_record(ids[rows[0]])
+
+
+st.title("Record explorer")
+st.caption("Every record in the store, filtered and searched by the engine (no trust gate: this is an operator view).")
+
+snap_seq = m.columns.current().seq
+tags_available = _tags(m.url, snap_seq)
+selected_id = st.query_params.get("id", "")
+if f"{K}_id_box" not in st.session_state:
+    st.session_state[f"{K}_id_box"] = selected_id
+
+# ---------------------------------------------------------------------------- filters
+
+with st.container(border=True):
+    c = st.columns([3, 2, 2, 2])
+    text = c[0].text_input("Search", key=f"{K}_text", placeholder="id, tag or any text in the record",
+                           help="Case-insensitive substring of the id, a tag or anything in the record's JSON")
+    types = c[1].multiselect("Type", LAYERS, key=f"{K}_types")
+    sens = c[2].multiselect("Sensitivity", SENSITIVITIES, key=f"{K}_sens")
+    scope_options = [""] + m.scopes()
+    scopes = c[3].multiselect("Scope", scope_options, key=f"{K}_scopes",
+                              format_func=lambda s: s if s else "(unscoped)")
+    c = st.columns([3, 2, 2, 2])
+    tags = c[0].multiselect("Tags (all of)", list(tags_available), key=f"{K}_tags",
+                            format_func=lambda t: f"{t} ({tags_available.get(t, 0):,})")
+    statuses = c[1].multiselect("Revision status", STATUSES, key=f"{K}_status",
+                                help="Semantic records carry a revision status; 'none' selects records without one")
+    low, high = c[2].slider("Salience at as-of", 0.0, 1.0, (0.0, 1.0), step=0.01, key=f"{K}_salience",
+                            help="The upper end at 1.00 includes everything above 1")
+    sort = c[3].selectbox("Sort by", SORTS, key=f"{K}_sort",
+                          format_func=lambda s: {"salience": "salience (highest first)", "newest": "newest first",
+                                                 "oldest": "oldest first", "id": "id"}[s])
+    c = st.columns([3, 2, 2, 2])
+    with c[0]:
+        as_of = as_of_input(f"{K}_as_of", label="As of (UTC)", help="Salience is S(t) at this instant.")
+    page_size = c[1].selectbox("Rows per page", PAGE_SIZES, index=1, key=f"{K}_page_size")
+
+filters = Filters(types=types, sensitivities=sens, scopes=scopes, tags=tags, statuses=statuses,
+                  salience_min=low if low > 0 else None, salience_max=high if high < 1.0 else None, text=text)
+when = as_of or m.now()
+fingerprint = hashlib.sha1(json.dumps([filters.__dict__, sort, page_size, str(as_of)], sort_keys=True,
+                                      default=str).encode()).hexdigest()[:10]
+page_key = f"{K}_page_{fingerprint}"
+page_no = int(st.session_state.get(page_key, 1) or 1)
+try:
+    total, page = search(m, filters, offset=(page_no - 1) * page_size, limit=page_size, sort=sort, as_of=when)
+except MembraneError as exc:
+    st.error(f"The engine refused the search: {exc}")
+    st.stop()
+pages = max(1, -(-total // page_size))
+if page_no > pages:  # the store shrank under us
+    page_no = 1
+    total, page = search(m, filters, offset=0, limit=page_size, sort=sort, as_of=when)
+
+head = st.columns([1, 1, 3])
+head[0].metric("Matching records", f"{total:,}")
+head[1].metric("In the store", f"{m.count():,}")
+
+if not total:
+    st.info("No record matches these filters.")
+else:
+    offset = (page_no - 1) * page_size
+    st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {total:,}. Select a row to open the record.")
+    ids_key = f"{K}_page_ids"
+    st.session_state[ids_key] = [r.id for r in page]
+    frame = pd.DataFrame([{
+        "id": r.id, "type": r.type.value, "sensitivity": r.sensitivity.value, "scope": r.scope,
+        "salience": round(r.salience, 4), "confidence": round(r.confidence, 3), "status": r.revision_status or "",
+        "tags": ", ".join(r.tags), "created": format_time(r.created_at)[:16].replace("T", " "),
+        "summary": clean(summary(r), 200),
+    } for r in page])
+    table_key = f"{K}_table_{fingerprint}_{page_no}"
+    st.dataframe(frame, hide_index=True, width="stretch", key=table_key,
+                 on_select=partial(open_from_table, table_key, ids_key), selection_mode="single-row",
+                 column_config={"salience": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3f"),
+                                "summary": st.column_config.TextColumn(width="large")})
+    if pages > 1:
+        st.pagination(pages, key=page_key, default=page_no)
+
+# ---------------------------------------------------------------------------- one record
+
+st.divider()
+box = st.columns([4, 1])
+box[0].text_input("Open record by id", key=f"{K}_id_box", on_change=open_from_box,
+                  placeholder="paste an id, or select a row above")
+selected_id = st.query_params.get("id", "")
+if selected_id:
+    box[1].button("Close", on_click=close_record, key=f"{K}_close", width="stretch")
+    try:
+        record = m.get(selected_id, as_of=as_of)
+    except NotFoundError:
+        st.error(f"No live record with id {md(selected_id, 200)} (it may have been pruned or deleted; the Audit "
+                 "log page shows archived records).")
+    else:
+        st.subheader("Record")
+        st.code(record.id, language=None)
+        known = existing(m, [r.target_id for r in record.relations])
+        render_record(record, on_open=open_record, key=f"{K}_detail", known=known,
+                      referenced_by=referencing(m, record.id), as_of=as_of)

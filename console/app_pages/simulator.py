@@ -1,0 +1,205 @@
+"""Trust simulator: "What can this agent see?" Layered retrieval for one trust context, with
+per-layer counts, the ranked result, the selector's choice and the reason behind every verdict.
+
+The simulation lives in the URL (parameters of RequestParams.to_query), so a link reproduces it.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from console import state
+from console.components.charts import VERDICT_COLORS, style
+from console.components.record_card import record_card, show_explanation
+from console.components.safe import md
+from console.components.time_input import as_of_input
+from console.components.trust_form import LAYERS, RequestParams, params_from_query, trust_context_form
+from membrane_engine import RetrieveRequest
+from membrane_engine.errors import MembraneError, NotFoundError
+
+K = "sim"
+PAGE_SIZE = 10
+LAYER_COLUMNS = ["full", "redacted", "hidden", "below_min_salience"]
+
+m = state.membrane()
+st.title("What can this agent see?")
+st.caption("Layered retrieval as the engine runs it for one trust context: what comes back in full, what comes back "
+           "redacted (metadata only), what stays hidden, and why.")
+
+# ---------------------------------------------------------------------------- defaults from the URL
+
+if f"{K}_seeded" not in st.session_state or f"{K}_limit" not in st.session_state:
+    # First draw of this page in the session (or back from another page): the URL wins.
+    defaults, problems = params_from_query(st.query_params.to_dict())
+    st.session_state[f"{K}_url_problems"] = problems
+    st.session_state[f"{K}_seeded"] = True
+    for field in ("max_sensitivity", "scopes", "actor_id", "authenticated"):
+        st.session_state.pop(f"{K}_{field}", None)  # let the trust form seed itself from `defaults`
+    st.session_state[f"{K}_task"] = defaults.get("task", "")
+    st.session_state[f"{K}_types"] = list(defaults.get("memory_types", []))
+    st.session_state[f"{K}_min_salience"] = float(defaults.get("min_salience", 0.0))
+    st.session_state[f"{K}_limit"] = int(defaults.get("limit", 20))
+    st.session_state.pop(f"{K}_as_of", None)
+    st.session_state[f"{K}_trust_defaults"] = {k: v for k, v in defaults.items()
+                                                if k in ("max_sensitivity", "scopes", "actor_id", "authenticated")}
+    st.session_state[f"{K}_as_of_default"] = defaults.get("as_of")
+
+for problem in st.session_state.get(f"{K}_url_problems", []):
+    st.warning(f"Link parameter ignored: {md(problem, 300)}", icon="⚠️")
+
+# ---------------------------------------------------------------------------- the form
+
+form_left, form_right = st.columns(2, gap="large")
+with form_left:
+    st.subheader("Trust context")
+    trust = trust_context_form(K, m.scopes(), st.session_state.get(f"{K}_trust_defaults"))
+with form_right:
+    st.subheader("Request")
+    task = st.text_input("Task descriptor", key=f"{K}_task", help="What the agent is about to do (used by the selector)")
+    types = st.multiselect("Memory types", LAYERS, key=f"{K}_types", help="Empty means every layer")
+    c1, c2 = st.columns(2)
+    min_salience = c1.number_input("Min salience", min_value=0.0, step=0.05, format="%.3f", key=f"{K}_min_salience",
+                                   help="Records with S(as of) below this are dropped (0 disables the filter)")
+    limit = c2.number_input("Limit", min_value=0, max_value=10_000, step=1, key=f"{K}_limit",
+                            help="0 means no limit")
+    as_of = as_of_input(f"{K}_as_of", st.session_state.get(f"{K}_as_of_default"),
+                        help="Salience is evaluated at this instant.")
+
+params = RequestParams(trust=trust, task=task, memory_types=tuple(t for t in LAYERS if t in types),
+                       min_salience=float(min_salience), limit=int(limit), as_of=as_of)
+query = params.to_query()
+if st.query_params.to_dict() != query:
+    st.query_params.from_dict(query)
+when = as_of or m.now()
+
+# ---------------------------------------------------------------------------- simulate
+
+
+def request(memory_types: list[str], limit: int) -> RetrieveRequest:
+    return RetrieveRequest(trust=trust, task_descriptor=task, memory_types=memory_types,
+                           min_salience=float(min_salience), limit=limit, as_of=when)
+
+
+def pager(total: int, key: str) -> int:
+    """Page picker for ``total`` items; returns the offset of the page shown."""
+    pages = max(1, -(-total // PAGE_SIZE))
+    page = st.pagination(pages, key=key) if pages > 1 else 1
+    page = min(max(1, int(page or 1)), pages)
+    return (page - 1) * PAGE_SIZE
+
+
+def explainer(record_id: str):
+    return lambda: m.explain(record_id, trust, as_of=when, min_salience=float(min_salience))
+
+
+def cards(records: list, offset: int, key: str) -> None:
+    for rank, record in enumerate(records, start=offset + 1):
+        st.caption(f"#{rank}")
+        record_card(record, explain=explainer(record.id), key=f"{key}_{rank}")
+
+
+layer_page_key = f"{K}_page_ranked"
+ranked_offset = st.session_state.get(layer_page_key, 1)
+ranked_offset = (max(1, int(ranked_offset or 1)) - 1) * PAGE_SIZE
+# Only the records up to the page shown are materialized: the ranking is a prefix, so a smaller
+# limit gives the same first records, and counts and the selection do not depend on the limit.
+wanted = ranked_offset + PAGE_SIZE
+effective_limit = min(int(limit), wanted) if limit else min(wanted, 10_000)
+try:
+    sim = m.simulate(request(list(params.memory_types), effective_limit))
+except MembraneError as exc:
+    st.error(f"The engine refused the request: {exc}")
+    st.stop()
+
+returned = min(sim.total_matching, int(limit)) if limit else sim.total_matching
+totals = {c: sum(getattr(lc, c) for lc in sim.counts.values()) for c in LAYER_COLUMNS}
+
+st.divider()
+mc = st.columns(5)
+mc[0].metric("Returned", f"{returned:,}", help=f"{sim.total_matching:,} records pass gating and the salience filter"
+             + (f"; the limit keeps {int(limit):,}" if limit else "; no limit"))
+mc[1].metric("Full", f"{totals['full']:,}", help="Visible in full (sensitivity within max, scope allowed)")
+mc[2].metric("Redacted", f"{totals['redacted']:,}", help="Sensitivity one level above max: metadata only")
+mc[3].metric("Hidden", f"{totals['hidden']:,}", help="Not visible at all (too sensitive or scope not allowed)")
+mc[4].metric("Below min salience", f"{totals['below_min_salience']:,}", help="Visible but dropped by the salience filter")
+
+counts_frame = pd.DataFrame(
+    [{"layer": layer, **{c: getattr(lc, c) for c in LAYER_COLUMNS}} for layer, lc in sim.counts.items()])
+left, right = st.columns([2, 3])
+with left:
+    st.markdown("**Per layer** (canonical order)")
+    st.dataframe(counts_frame, hide_index=True, width="stretch", key=f"{K}_counts")
+with right:
+    fig = go.Figure()
+    for column in LAYER_COLUMNS:
+        fig.add_bar(y=counts_frame["layer"], x=counts_frame[column], name=column.replace("_", " "), orientation="h",
+                    marker_color=VERDICT_COLORS[column], hovertemplate="%{y}: %{x} " + column.replace("_", " ") + "<extra></extra>")
+    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.2))
+    fig.update_yaxes(autorange="reversed", type="category")
+    st.plotly_chart(style(fig, height=60 + 34 * len(counts_frame)), width="stretch", key=f"{K}_bar")
+
+# ---------------------------------------------------------------------------- selection
+
+selection = sim.response.selection
+if selection is not None:
+    with st.container(border=True):
+        st.markdown("**Selector** (competence and plan candidates)")
+        sc = st.columns(3)
+        sc[0].metric("Confidence", f"{selection.confidence:.3f}")
+        sc[1].metric("Needs more", "yes" if selection.needs_more else "no",
+                     help=f"confidence < threshold {selection.threshold:g}")
+        sc[2].metric("Candidates", f"{len(selection.signals):,}")
+        sig_rows = [{"rank": i + 1, "id": s.record_id, "score": round(s.score, 4), "applicability": round(s.applicability, 4),
+                     "success": round(s.success, 4), "recency": round(s.recency, 4), "redacted": s.redacted}
+                    for i, s in enumerate(selection.signals[:200])]
+        st.dataframe(pd.DataFrame(sig_rows), hide_index=True, width="stretch", key=f"{K}_selection")
+        if len(selection.signals) > 200:
+            st.caption(f"The 200 best of {len(selection.signals):,} candidates.")
+elif any(t in ("competence", "plan_graph") for t in (params.memory_types or LAYERS)):
+    st.caption("Selector: no competence or plan candidate passed gating and the salience filter.")
+
+# ---------------------------------------------------------------------------- results
+
+st.subheader("Results")
+layer_names = list(sim.counts)
+labels = [f"Ranked result ({returned:,})"] + [
+    f"{layer} ({sim.counts[layer].full + sim.counts[layer].redacted:,})" for layer in layer_names]
+tabs = st.tabs(labels, key=f"{K}_view", on_change="rerun")
+with tabs[0]:
+    if tabs[0].open:
+        st.caption("All layers merged, sorted by salience at the as-of instant; the limit applies here.")
+        if not returned:
+            st.info("Nothing is returned for this context and request.")
+        else:
+            offset = pager(returned, layer_page_key)
+            page = sim.response.records[offset:offset + PAGE_SIZE]
+            st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {returned:,}.")
+            cards(page, offset, "ranked")
+for tab, layer in zip(tabs[1:], layer_names):
+    with tab:
+        if not tab.open:
+            continue
+        lc = sim.counts[layer]
+        n = lc.full + lc.redacted
+        st.caption(f"{layer}: {lc.full:,} full, {lc.redacted:,} redacted, {lc.hidden:,} hidden, "
+                   f"{lc.below_min_salience:,} below min salience. Before the limit, sorted by salience.")
+        if not n:
+            st.info("No record of this layer is visible to this context.")
+            continue
+        offset = pager(n, f"{K}_page_{layer}")
+        sub = m.simulate(request([layer], min(offset + PAGE_SIZE, 10_000)))
+        page = sub.response.records[offset:offset + PAGE_SIZE]
+        st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {n:,}.")
+        cards(page, offset, f"layer_{layer}")
+
+# ---------------------------------------------------------------------------- any record
+
+with st.expander("Explain any record (including hidden ones)"):
+    rid = st.text_input("Record id", key=f"{K}_explain_id")
+    if rid.strip():
+        try:
+            show_explanation(m.explain(rid.strip(), trust, as_of=when, min_salience=float(min_salience)))
+        except NotFoundError:
+            st.error(f"No record with id {md(rid, 200)}.")

@@ -1,0 +1,150 @@
+"""What-if: two trust contexts side by side and every record whose verdict differs between them.
+
+The diff runs vectorized in the engine (membrane_engine.whatif.compare) over the whole store;
+only the changed rows on the page shown are explained. Nothing is written.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from console import state
+from console.components.charts import VERDICT_COLORS, style
+from console.components.record_card import record_card, show_explanation
+from console.components.trust_form import LAYERS, SENSITIVITIES, trust_context_form
+from membrane_engine.errors import NotFoundError
+from membrane_engine.trust import redact
+from membrane_engine.whatif import compare
+
+PAGE_SIZE = 25
+VERDICT_RANK = {"hidden": 0, "redacted": 1, "full": 2}
+ARROW = "→"
+
+m = state.membrane()
+st.title("What-if")
+st.caption("Compare two trust contexts: how many records each sees, and exactly which records change verdict "
+           "(hidden → redacted, redacted → full, ...) with the engine's reasons on both sides.")
+
+
+def proposed_change(a: dict) -> dict:
+    """B starts as a copy of A with one proposed change: max sensitivity one level up (down at hyper)."""
+    level = SENSITIVITIES.index(a["max_sensitivity"])
+    b = dict(a)
+    b["max_sensitivity"] = SENSITIVITIES[level + 1] if level + 1 < len(SENSITIVITIES) else SENSITIVITIES[level - 1]
+    b["actor_id"] = a["actor_id"]
+    return b
+
+
+def current(key: str) -> dict:
+    return {
+        "max_sensitivity": st.session_state.get(f"{key}_max_sensitivity", "medium"),
+        "scopes": list(st.session_state.get(f"{key}_scopes", [])),
+        "actor_id": st.session_state.get(f"{key}_actor_id", ""),
+        "authenticated": bool(st.session_state.get(f"{key}_authenticated", True)),
+    }
+
+
+def copy_a_to_b(change: bool) -> None:
+    values = proposed_change(current("wa")) if change else current("wa")
+    for field, value in values.items():
+        st.session_state[f"wb_{field}"] = value
+    st.session_state["wb_preset"] = "Custom"
+
+
+scopes = m.scopes()
+col_a, col_b = st.columns(2, gap="large")
+with col_a:
+    st.subheader("Context A")
+    trust_a = trust_context_form("wa", scopes)
+with col_b:
+    st.subheader("Context B")
+    trust_b = trust_context_form("wb", scopes, proposed_change(current("wa")))
+    b1, b2 = st.columns(2)
+    b1.button("Copy A to B", on_click=copy_a_to_b, args=(False,), width="stretch", key="wi_copy")
+    b2.button("A with max sensitivity +1", on_click=copy_a_to_b, args=(True,), width="stretch", key="wi_propose")
+
+types = st.multiselect("Only these memory types", LAYERS, key="wi_types", help="Empty compares every layer")
+
+diff = compare(m, trust_a, trust_b, memory_types=types, limit=0)
+st.divider()
+
+cols = st.columns(4)
+cols[0].metric("Records compared", f"{diff.total:,}")
+cols[1].metric("Verdict changes", f"{diff.changed:,}")
+for i, verdict in enumerate(("full", "redacted")):
+    cols[2 + i].metric(f"{verdict.capitalize()}: A → B", f"{diff.counts_a[verdict]:,} → {diff.counts_b[verdict]:,}",
+                       delta=diff.counts_b[verdict] - diff.counts_a[verdict], delta_color="off")
+
+left, right = st.columns([3, 2])
+with left:
+    fig = go.Figure()
+    for verdict in ("full", "redacted", "hidden"):
+        fig.add_bar(y=["A", "B"], x=[diff.counts_a[verdict], diff.counts_b[verdict]], name=verdict, orientation="h",
+                    marker_color=VERDICT_COLORS[verdict], hovertemplate="%{y}: %{x} " + verdict + "<extra></extra>")
+    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.3))
+    fig.update_yaxes(autorange="reversed", type="category")
+    st.plotly_chart(style(fig, height=180), width="stretch", key="wi_bar")
+with right:
+    st.markdown("**Changes by kind**")
+    if diff.transitions:
+        st.dataframe(pd.DataFrame([{"A": a, ARROW: ARROW, "B": b, "records": n}
+                                   for (a, b), n in sorted(diff.transitions.items(),
+                                                           key=lambda kv: (VERDICT_RANK[kv[0][0]] - VERDICT_RANK[kv[0][1]], kv[0]))]),
+                     hide_index=True, width="stretch", key="wi_transitions")
+    else:
+        st.text("(no record changes verdict)")
+
+if not diff.changed:
+    st.success("Both contexts see exactly the same records with the same verdicts.", icon="✅")
+    st.stop()
+
+st.subheader("Records whose verdict changes")
+kinds = ["all"] + [f"{a} {ARROW} {b}" for (a, b) in diff.transitions]
+kind = st.selectbox("Show", kinds, key="wi_kind")
+transition = None if kind == "all" else tuple(kind.split(f" {ARROW} "))
+n = diff.changed if transition is None else diff.transitions[transition]
+pages = max(1, -(-n // PAGE_SIZE))
+page_no = st.pagination(pages, key="wi_page") if pages > 1 else 1
+offset = (min(max(1, int(page_no or 1)), pages) - 1) * PAGE_SIZE
+shown = compare(m, trust_a, trust_b, memory_types=types, transition=transition, offset=offset, limit=PAGE_SIZE).rows
+st.caption(f"Showing {offset + 1:,}–{offset + len(shown):,} of {n:,} changed records. Gains first, then losses. "
+           "Records hidden under both contexts never appear.")
+
+
+def reasons(record_id: str, trust) -> str:
+    try:
+        return "; ".join(m.explain(record_id, trust).reasons)
+    except NotFoundError:
+        return "(record removed)"
+
+
+rows = [{"id": c.id, "type": c.type, "sensitivity": c.sensitivity, "scope": c.scope or "(unscoped)",
+         "A": c.before, "B": c.after, "why under A": reasons(c.id, trust_a), "why under B": reasons(c.id, trust_b)}
+        for c in shown]
+event = st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"wi_rows_{offset}_{kind}",
+                     on_select="rerun", selection_mode="single-row",
+                     column_config={"why under A": st.column_config.TextColumn(width="large"),
+                                    "why under B": st.column_config.TextColumn(width="large")})
+picked = event.selection.rows if event is not None and hasattr(event, "selection") else []
+if picked:
+    change = shown[picked[0]]
+    best = max(change.before, change.after, key=VERDICT_RANK.get)
+    st.markdown("**Selected record** as the more permissive of the two contexts sees it")
+    try:
+        record = m.get(change.id)
+    except NotFoundError:
+        st.error("The record has been removed since.")
+    else:
+        view = redact(record) if best == "redacted" else record
+        record_card(view, verdict=best, key="wi_selected")
+        ex_a, ex_b = st.columns(2)
+        with ex_a:
+            st.markdown("**Under A**")
+            show_explanation(m.explain(change.id, trust_a))
+        with ex_b:
+            st.markdown("**Under B**")
+            show_explanation(m.explain(change.id, trust_b))
+else:
+    st.caption("Select a row to see the record (metadata only when neither context sees it in full).")

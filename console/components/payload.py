@@ -1,0 +1,274 @@
+"""A record's payload drawn for its type, and DOT graphs with every label escaped.
+
+Everything that comes from a record goes through st.dataframe, st.text, st.code, st.json or
+`md()`; graph labels through `dot_label()`. ``render_payload(record)`` is the one entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from membrane_engine import MemoryRecord
+from membrane_engine.schema import format_time
+
+from .safe import clean, md
+
+MAX_ROWS = 500  # rows of one payload table drawn at once (the rest is counted)
+MAX_GRAPH_NODES = 150
+_DOT_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def dot_label(value: object, limit: int = 60) -> str:
+    """Text for a quoted DOT string: backslashes and quotes escaped, control characters and
+    newlines replaced, cut to ``limit``. Always used inside "...", never as an HTML label."""
+    text = _DOT_CONTROL.sub(" ", str(value))
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def as_text(value: Any, limit: int = 300) -> str:
+    """A JSON-ish value as one line of plain text for a table cell."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return format_time(value)
+    if hasattr(value, "value") and not isinstance(value, (dict, list)):  # enums
+        value = value.value
+    if isinstance(value, str):
+        return clean(value, limit)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+    except (TypeError, ValueError):
+        text = str(value)
+    return clean(text, limit)
+
+
+def table(rows: list[dict[str, Any]], empty: str = "none", key: str | None = None) -> None:
+    """Rows as an inert dataframe of text cells (mixed JSON values never upset Arrow)."""
+    if not rows:
+        st.text(f"({empty})")
+        return
+    shown = rows[:MAX_ROWS]
+    frame = pd.DataFrame([{k: as_text(v) for k, v in r.items()} for r in shown])
+    st.dataframe(frame, hide_index=True, width="stretch", key=key)
+    if len(rows) > MAX_ROWS:
+        st.caption(f"Showing the first {MAX_ROWS:,} of {len(rows):,} rows.")
+
+
+def field_line(label: str, value: Any) -> None:
+    """``label: value`` with the value inert."""
+    st.markdown(f"**{label}:** {md(as_text(value), 500) if value not in (None, '') else '—'}")
+
+
+def bullet_list(label: str, items: list[Any]) -> None:
+    st.markdown(f"**{label}** ({len(items)})")
+    if items:
+        st.text("\n".join(f"• {as_text(i, 300)}" for i in items[:MAX_ROWS]))
+
+
+def json_block(label: str, value: Any, expanded: bool = False) -> None:
+    if value in (None, {}, []):
+        return
+    st.markdown(f"**{label}**")
+    st.json(_jsonable(value), expanded=expanded)
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True)
+    return json.loads(json.dumps(value, default=str))
+
+
+def _extras(payload: Any) -> None:
+    extra = getattr(payload, "model_extra", None) or {}
+    if extra:
+        json_block("Other payload fields", extra)
+
+
+def dag_dot(nodes: list[tuple[str, str]], edges: list[tuple[str, str, str]], rankdir: str = "LR") -> str:
+    """DOT source for a small directed graph: ``nodes`` are (id, label), ``edges`` (from, to,
+    kind). Ids and labels are escaped; edges to unknown nodes get a dashed placeholder."""
+    names = {nid: f"n{i}" for i, (nid, _) in enumerate(nodes)}
+    lines = [f"digraph G {{ rankdir={rankdir}; bgcolor=\"transparent\";",
+             'node [shape=box, style="rounded,filled", fillcolor="#eef1fb", color="#4b5bdc", fontname="Helvetica", fontsize=11];',
+             'edge [fontname="Helvetica", fontsize=9, color="#555555"];']
+    for nid, label in nodes:
+        lines.append(f"{names[nid]} [label={dot_label(label)}];")
+    for src, dst, kind in edges:
+        for end in (src, dst):
+            if end not in names:
+                names[end] = f"n{len(names)}"
+                lines.append(f'{names[end]} [label={dot_label(end)}, style="dashed"];')
+        style = ', style="dashed"' if kind == "control" else ""
+        lines.append(f"{names[src]} -> {names[dst]} [label={dot_label(kind, 20)}{style}];")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def graph(nodes: list[tuple[str, str]], edges: list[tuple[str, str, str]], rankdir: str = "LR") -> None:
+    if not nodes:
+        st.text("(no nodes)")
+        return
+    if len(nodes) > MAX_GRAPH_NODES:
+        st.caption(f"{len(nodes):,} nodes: too many to draw; see the table below.")
+        return
+    st.graphviz_chart(dag_dot(nodes, edges, rankdir), width="stretch")
+
+
+# --------------------------------------------------------------------------- per type
+
+
+def _episodic(p: Any) -> None:
+    cols = st.columns(3)
+    cols[0].metric("Outcome", p.outcome.value if p.outcome else "—")
+    cols[1].metric("Timeline events", len(p.timeline))
+    cols[2].metric("Tool calls", len(p.tool_graph))
+    st.markdown("**Timeline**")
+    events = sorted(p.timeline, key=lambda e: (e.t is None, e.t or datetime.min))
+    table([{"t": e.t, "event_kind": e.event_kind, "ref": e.ref, "summary": e.summary} for e in events], "no events")
+    st.markdown("**Tool graph**")
+    graph([(n.id, f"{n.id}: {n.tool}") for n in p.tool_graph],
+          [(dep, n.id, "data") for n in p.tool_graph for dep in n.depends_on])
+    table([{"id": n.id, "tool": n.tool, "args": n.args, "result": n.result, "timestamp": n.timestamp,
+            "depends_on": ", ".join(n.depends_on)} for n in p.tool_graph], "no tool calls")
+    if p.tool_graph_ref:
+        field_line("Tool graph ref", p.tool_graph_ref)
+    if p.artifacts:
+        bullet_list("Artifacts", p.artifacts)
+    if p.environment is not None:
+        env = p.environment
+        st.markdown("**Environment**")
+        table([{"os": env.os, "os_version": env.os_version, "working_directory": env.working_directory}])
+        if env.tool_versions:
+            table([{"tool": k, "version": v} for k, v in env.tool_versions.items()])
+        json_block("Environment context", env.context)
+
+
+def _working(p: Any) -> None:
+    st.metric("State", p.state.value)
+    field_line("Thread", p.thread_id)
+    st.markdown("**Context summary**")
+    st.text(clean(p.context_summary or "(none)", 4000))
+    st.markdown("**Active constraints**")
+    table([{"type": c.type, "key": c.key, "value": c.value, "required": "yes" if c.required else "no"}
+           for c in p.active_constraints], "no constraints")
+    left, right = st.columns(2)
+    with left:
+        bullet_list("Next actions", p.next_actions)
+    with right:
+        bullet_list("Open questions", p.open_questions)
+
+
+def _semantic(p: Any) -> None:
+    st.markdown("**Triple**")
+    table([{"subject": p.subject, "predicate": p.predicate, "object": p.object}])
+    v = p.validity
+    st.markdown("**Validity**")
+    table([{"mode": v.mode.value, "start": v.start, "end": v.end, "conditions": v.conditions}])
+    st.markdown("**Evidence**")
+    table([{"source_type": e.source_type, "source_id": e.source_id, "timestamp": e.timestamp} for e in p.evidence],
+          "no evidence")
+    st.markdown("**Revision**")
+    r = p.revision
+    table([{"status": r.status.value if r else "active", "supersedes": r.supersedes if r else None,
+            "superseded_by": r.superseded_by if r else None, "revision_policy": p.revision_policy}])
+
+
+def _competence(p: Any) -> None:
+    perf = p.performance
+    field_line("Skill", p.skill_name)
+    field_line("Version", p.version)
+    cols = st.columns(4)
+    if perf is not None:
+        runs = perf.success_count + perf.failure_count
+        cols[0].metric("Successes", f"{perf.success_count:,}")
+        cols[1].metric("Failures", f"{perf.failure_count:,}")
+        cols[2].metric("Observed success", f"{perf.success_count / runs:.0%}" if runs else "—",
+                       help=f"{perf.success_count} successes, {perf.failure_count} failures "
+                            f"(stored success_rate {perf.success_rate:.2f} is not used by the selector)")
+        cols[3].metric("Avg latency", f"{perf.avg_latency_ms:,.0f} ms")
+        if perf.last_used_at:
+            field_line("Last used", perf.last_used_at)
+    else:
+        st.text("(no performance data)")
+    st.markdown("**Recipe**")
+    table([{"#": i + 1, "step": s.step, "tool": s.tool, "args_schema": s.args_schema, "validation": s.validation}
+           for i, s in enumerate(p.recipe)], "no steps")
+    st.markdown("**Triggers**")
+    table([{"signal": t.signal, "conditions": t.conditions} for t in p.triggers], "no triggers")
+    cols = st.columns(3)
+    with cols[0]:
+        bullet_list("Required tools", p.required_tools)
+    with cols[1]:
+        bullet_list("Failure modes", p.failure_modes)
+    with cols[2]:
+        bullet_list("Fallbacks", p.fallbacks)
+
+
+def _plan_graph(p: Any) -> None:
+    field_line("Plan", p.plan_id)
+    field_line("Version", p.version)
+    field_line("Intent", p.intent)
+    if p.metrics is not None:
+        m = p.metrics
+        cols = st.columns(4)
+        cols[0].metric("Executions", f"{m.execution_count:,}")
+        cols[1].metric("Failure rate", f"{m.failure_rate:.0%}")
+        cols[2].metric("Avg latency", f"{m.avg_latency_ms:,.0f} ms")
+        cols[3].metric("Last executed", format_time(m.last_executed_at)[:16] if m.last_executed_at else "—")
+    st.markdown(f"**Graph** ({len(p.nodes)} nodes, {len(p.edges)} edges; solid: data, dashed: control)")
+    graph([(n.id, f"{n.id}: {n.op}") for n in p.nodes], [(e.from_, e.to, e.kind.value) for e in p.edges])
+    st.markdown("**Nodes**")
+    table([{"id": n.id, "op": n.op, "params": n.params, "guards": n.guards} for n in p.nodes], "no nodes")
+    st.markdown("**Edges**")
+    table([{"from": e.from_, "to": e.to, "kind": e.kind.value} for e in p.edges], "no edges")
+    json_block("Constraints", p.constraints)
+    json_block("Inputs schema", p.inputs_schema)
+    json_block("Outputs schema", p.outputs_schema)
+
+
+def _entity(p: Any) -> None:
+    field_line("Canonical name", p.canonical_name)
+    field_line("Primary type", p.primary_type)
+    if p.summary:
+        st.text(clean(p.summary, 4000))
+    left, right = st.columns(2)
+    with left:
+        bullet_list("Types", p.types)
+        bullet_list("Aliases", p.aliases)
+    with right:
+        st.markdown("**Identifiers**")
+        table([{"namespace": i.namespace, "value": i.value} for i in p.identifiers], "no identifiers")
+
+
+RENDERERS = {
+    "episodic": _episodic, "working": _working, "semantic": _semantic,
+    "competence": _competence, "plan_graph": _plan_graph, "entity": _entity,
+}
+
+
+def render_payload(record: MemoryRecord) -> None:
+    """The record's payload, drawn for its type. A redacted view says so and draws nothing."""
+    payload = record.payload
+    if record.redacted or payload is None:
+        st.info("Redacted: the payload is withheld (metadata only).", icon="🔒")
+        return
+    renderer = RENDERERS.get(payload.kind)
+    if renderer is None:
+        st.json(_jsonable(payload), expanded=False)
+        return
+    renderer(payload)
+    _extras(payload)
+
+
+__all__ = ["render_payload", "dag_dot", "dot_label", "table", "as_text", "RENDERERS"]

@@ -1,0 +1,200 @@
+"""The record explorer's query: filter and search the whole store, one page at a time.
+
+Type, sensitivity and scope are matched on the column cache (numpy); tags, revision status and
+free text in SQL (tags and the JSON document with LIKE); the salience range on S(as_of)
+computed over the column cache. Only the requested page of documents is read and parsed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import or_, select
+
+from .columns import TYPE_CODES
+from .errors import ValidationError
+from .salience import salience_at, take
+from .schema import MemoryRecord, RevisionStatus, Sensitivity, as_utc, to_epoch
+from .store import records
+
+SORTS = ("salience", "newest", "oldest", "id")
+NO_STATUS = "none"  # revision status filter value for records without one (non-semantic)
+MAX_PAGE = 1000
+
+
+@dataclass
+class Filters:
+    """Empty fields match everything. ``tags`` must all be present on a record; ``text`` is a
+    case-insensitive substring of the id, a tag or anything in the record's JSON."""
+
+    types: list[str] = field(default_factory=list)
+    sensitivities: list[str] = field(default_factory=list)
+    scopes: list[str] = field(default_factory=list)  # "" selects unscoped records
+    tags: list[str] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)  # active | contested | retracted | none
+    salience_min: float | None = None
+    salience_max: float | None = None
+    text: str = ""
+    ids: list[str] = field(default_factory=list)
+
+    def needs_sql(self) -> bool:
+        return bool(self.tags or self.statuses or self.text.strip())
+
+
+def _like_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _check(filters: Filters, sort: str, offset: int, limit: int) -> None:
+    problems = []
+    for t in filters.types:
+        if t not in TYPE_CODES:
+            problems.append(("types", f"unknown type {t!r}"))
+    known = {s.value for s in Sensitivity}
+    for s in filters.sensitivities:
+        if s not in known:
+            problems.append(("sensitivities", f"unknown sensitivity {s!r}"))
+    statuses = {s.value for s in RevisionStatus} | {NO_STATUS}
+    for s in filters.statuses:
+        if s not in statuses:
+            problems.append(("statuses", f"unknown revision status {s!r}"))
+    if sort not in SORTS:
+        problems.append(("sort", f"unknown sort {sort!r}"))
+    if offset < 0 or not 0 <= limit <= MAX_PAGE:
+        problems.append(("limit", f"offset must be >= 0 and limit 0..{MAX_PAGE}"))
+    if problems:
+        raise ValidationError("; ".join(f"{f}: {m}" for f, m in problems), problems)
+
+
+def _sql_ids(membrane: Any, filters: Filters) -> set[str]:
+    conditions = []
+    for tag in filters.tags:
+        conditions.append(records.c.tags.like(f"%{_like_escape(json.dumps(tag, ensure_ascii=False))}%", escape="\\"))
+    if filters.statuses:
+        named = [s for s in filters.statuses if s != NO_STATUS]
+        either = [records.c.status.in_(named)] if named else []
+        if NO_STATUS in filters.statuses:
+            either.append(records.c.status.is_(None))
+        conditions.append(or_(*either))
+    text = filters.text.strip()
+    if text:
+        pattern = f"%{_like_escape(text)}%"
+        conditions.append(or_(records.c.id.ilike(pattern, escape="\\"), records.c.tags.ilike(pattern, escape="\\"),
+                              records.c.doc.ilike(pattern, escape="\\")))
+    # Narrow by the indexed columns too, so the LIKE scans only candidate rows.
+    if filters.types:
+        conditions.append(records.c.type.in_(filters.types))
+    if filters.sensitivities:
+        conditions.append(records.c.sensitivity.in_(filters.sensitivities))
+    if filters.scopes:
+        conditions.append(records.c.scope.in_(filters.scopes))
+    with membrane.store.read() as conn:
+        return set(conn.execute(select(records.c.id).where(*conditions)).scalars())
+
+
+def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit: int = 50,
+           sort: str = "salience", as_of: datetime | None = None) -> tuple[int, list[MemoryRecord]]:
+    """``(how many records match, the page of them)``. Records carry ``salience = S(as_of)``
+    (as_of defaults to now); their audit logs are left empty (``Membrane.get`` reads one).
+    Sorts: salience (S desc), newest / oldest (created_at), id; ties by id."""
+    filters = filters or Filters()
+    _check(filters, sort, offset, limit)
+    when = as_utc(as_of) if as_of is not None else membrane.now()
+    snap = membrane.columns.current()
+    mask = snap.alive.copy()
+    if filters.types:
+        mask &= np.isin(snap.type_code, np.array([TYPE_CODES[t] for t in filters.types], dtype=np.int8))
+    if filters.sensitivities:
+        levels = [Sensitivity(s).level for s in filters.sensitivities]
+        mask &= np.isin(snap.sens_level, np.array(levels, dtype=np.int8))
+    if filters.scopes:
+        codes = [i for i, name in enumerate(snap.scope_names) if name in set(filters.scopes)]
+        mask &= np.isin(snap.scope_code, np.array(codes, dtype=np.int32))
+    if filters.ids:
+        wanted = np.zeros(len(mask), dtype=bool)
+        wanted[[snap.row_of[i] for i in filters.ids if i in snap.row_of]] = True
+        mask &= wanted
+    if filters.needs_sql() and mask.any():
+        matched = _sql_ids(membrane, filters)
+        sql_mask = np.zeros(len(mask), dtype=bool)
+        sql_mask[[snap.row_of[i] for i in matched if i in snap.row_of]] = True
+        mask &= sql_mask
+    rows = np.nonzero(mask)[0]
+    s = salience_at(take(snap.decay, rows), to_epoch(when)) if len(rows) else np.empty(0)
+    keep = np.ones(len(rows), dtype=bool)
+    if filters.salience_min is not None:
+        keep &= s >= filters.salience_min
+    if filters.salience_max is not None:
+        keep &= s <= filters.salience_max
+    rows, s = rows[keep], s[keep]
+    total = int(len(rows))
+    if not total or not limit:
+        return total, []
+    ids = snap.ids[rows].astype(str)
+    if sort == "salience":
+        order = np.lexsort((ids, -s))
+    elif sort == "newest":
+        order = np.lexsort((ids, -snap.created_at[rows]))
+    elif sort == "oldest":
+        order = np.lexsort((ids, snap.created_at[rows]))
+    else:
+        order = np.argsort(ids, kind="stable")
+    page = order[offset:offset + limit]
+    page_ids = [str(ids[k]) for k in page]
+    with membrane.store.read() as conn:
+        stored = membrane.store.fetch(conn, page_ids)
+    out = []
+    for k in page:
+        row = stored.get(str(ids[k]))
+        if row is None:  # removed since the snapshot
+            continue
+        doc = row.doc
+        doc["salience"] = float(s[k])
+        doc["audit_log"] = []
+        out.append(MemoryRecord.model_validate(doc))
+    return total, out
+
+
+def existing(membrane: Any, ids: list[str]) -> set[str]:
+    """Which of ``ids`` are live records (from the column cache)."""
+    snap = membrane.columns.current()
+    return {i for i in ids if i in snap.row_of and snap.alive[snap.row_of[i]]}
+
+
+def referencing(membrane: Any, record_id: str, limit: int = 200) -> list[str]:
+    """Ids of records with a relation pointing at ``record_id`` (incoming links), by id. Found
+    with LIKE on the stored JSON, then confirmed on the matching documents' relations."""
+    needle = '"target_id":' + json.dumps(record_id, ensure_ascii=False)
+    q = (select(records.c.id, records.c.doc)
+         .where(records.c.doc.like(f"%{_like_escape(needle)}%", escape="\\"))
+         .order_by(records.c.id))
+    out = []
+    with membrane.store.read() as conn:
+        for rid, raw in conn.execute(q):
+            doc = json.loads(raw)
+            if any(isinstance(r, dict) and r.get("target_id") == record_id for r in doc.get("relations") or []):
+                out.append(rid)
+                if len(out) >= limit:
+                    break
+    return out
+
+
+def tag_counts(membrane: Any) -> dict[str, int]:
+    """Every tag in the store with how many records carry it, most used first (reads only the
+    tags column)."""
+    counter: Counter[str] = Counter()
+    with membrane.store.read() as conn:
+        for (raw,) in conn.execute(select(records.c.tags)):
+            try:
+                counter.update(set(json.loads(raw or "[]")))
+            except (TypeError, ValueError):
+                continue
+    return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+__all__ = ["Filters", "search", "tag_counts", "referencing", "existing", "SORTS", "NO_STATUS"]
