@@ -61,7 +61,11 @@ class Membrane(CurationMixin):
         ``~/.membrane/membrane.db``; a new default store is filled with the sample store."""
         use_default = url is None
         store = Store(url or default_url())
-        created = store.create()
+        try:
+            created = store.create()
+        except BaseException:
+            store.dispose()  # do not leave a pool of connections behind a refused open
+            raise
         membrane = cls(store, **options)
         if load_sample is None:
             load_sample = use_default and created

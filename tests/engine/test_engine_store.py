@@ -1,0 +1,165 @@
+"""The store on both databases: schema and version row, reopening, files in and out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, text
+
+from membrane_engine import Membrane, RetrieveRequest
+from membrane_engine.errors import StoreUnavailableError, ValidationError
+from membrane_engine.store import SCHEMA_VERSION
+
+from engine_kit import DAY, HOUR, T0, later, rec, trust
+
+DOCS = [
+    rec("e1", "episodic", salience=0.9, half_life=DAY, scope="alpha"),
+    rec("w1", "working", salience=0.7, curve="linear", half_life=HOUR, sensitivity="medium"),
+    rec("s1", "semantic", salience=0.5, curve="custom", points=[[0, 1], [HOUR, 0.5], [DAY, 0.1]],
+        relations=[{"predicate": "about", "target_id": "e1", "weight": 0.3}]),
+    rec("c1", "competence", salience=0.4, pinned=True, sensitivity="high", scope="beta"),
+    rec("p1", "plan_graph", salience=0.3, min_salience=0.2),
+    rec("n1", "entity", salience=0.2, max_age=DAY),
+]
+
+
+def _open(url: str) -> Membrane:
+    return Membrane.open(url, load_sample=False, clock=lambda: T0)
+
+
+def test_schema_created_on_first_open_with_a_version_row(store_url):
+    m = _open(store_url)
+    try:
+        tables = set(inspect(m.store.engine).get_table_names())
+        assert {"records", "audit_entries", "archive", "changes", "meta"} <= tables
+        with m.store.engine.connect() as conn:
+            rows = conn.execute(text("SELECT key, value FROM meta")).all()
+        assert [tuple(r) for r in rows] == [("schema_version", str(SCHEMA_VERSION))]
+        assert m.count() == 0
+    finally:
+        m.close()
+
+
+def test_reopening_an_existing_store(store_url):
+    m = _open(store_url)
+    m.import_records(DOCS)
+    m.close()
+    again = _open(store_url)
+    try:
+        assert again.ids() == sorted(d["id"] for d in DOCS)
+        assert again.salience_at("e1", later(DAY)) == pytest.approx(0.45)
+        with again.store.engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM meta")).scalar() == 1
+        again.import_records([rec("late")])
+        assert again.count() == len(DOCS) + 1
+    finally:
+        again.close()
+
+
+def test_a_newer_schema_version_is_refused(store_url):
+    m = _open(store_url)
+    with m.store.engine.begin() as conn:
+        conn.execute(text("UPDATE meta SET value = :v WHERE key = 'schema_version'"), {"v": str(SCHEMA_VERSION + 1)})
+    m.close()
+    with pytest.raises(StoreUnavailableError):
+        _open(store_url)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_export_file_then_import_file(mem, tmp_path, suffix):
+    mem.import_records(DOCS)
+    path = tmp_path / f"out{suffix}"
+    assert mem.export_file(path, as_of=later(HOUR)) == len(DOCS)
+    assert not list(tmp_path.glob("*.partial"))
+    text_ = path.read_text()
+    if suffix == ".jsonl":
+        lines = [json.loads(line) for line in text_.splitlines() if line.strip()]
+        assert len(lines) == len(DOCS)
+    else:
+        assert isinstance(json.loads(text_), list)
+    fresh = _open(f"sqlite:///{tmp_path / 'fresh.db'}")
+    try:
+        assert fresh.import_file(path) == len(DOCS)
+        for d in DOCS:
+            for t in (T0, later(HOUR), later(5 * HOUR), later(2 * DAY)):
+                assert fresh.salience_at(d["id"], t) == pytest.approx(mem.salience_at(d["id"], t), abs=1e-12)
+            a, b = mem.get(d["id"], as_of=later(3 * HOUR)), fresh.get(d["id"], as_of=later(3 * HOUR))
+            assert a.model_dump() == b.model_dump()
+    finally:
+        fresh.close()
+
+
+def test_import_file_json_array_object_and_jsonl(mem, tmp_path):
+    arr = tmp_path / "a.json"
+    arr.write_text(json.dumps(DOCS[:2]))
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(DOCS[2]))
+    lines = tmp_path / "rest.jsonl"
+    lines.write_text("\n".join(json.dumps(d) for d in DOCS[3:]) + "\n\n")
+    assert mem.import_file(arr) == 2
+    assert mem.import_file(one) == 1
+    assert mem.import_file(str(lines)) == 3
+    assert mem.ids() == sorted(d["id"] for d in DOCS)
+
+
+def test_truncated_json_file_names_line_and_column(mem, tmp_path):
+    full = json.dumps(DOCS, indent=2)
+    bad = tmp_path / "cut.json"
+    bad.write_text(full[: len(full) // 2])
+    with pytest.raises(ValidationError) as info:
+        mem.import_file(bad)
+    message = str(info.value)
+    assert "line" in message and "column" in message
+    lineno = full[: len(full) // 2].count("\n") + 1
+    assert f"line {lineno}" in message
+    assert mem.count() == 0
+    assert mem.metrics(as_of=T0)["total_audit_entries"] == 0
+
+
+def test_truncated_jsonl_file_names_the_line(mem, tmp_path):
+    lines = [json.dumps(d) for d in DOCS]
+    lines[3] = lines[3][:40]
+    bad = tmp_path / "cut.jsonl"
+    bad.write_text("\n".join(lines))
+    with pytest.raises(ValidationError) as info:
+        mem.import_file(bad)
+    assert "line 4" in str(info.value) and "column" in str(info.value)
+    assert mem.count() == 0
+
+
+def test_import_file_refuses_a_missing_file_and_a_non_array(mem, tmp_path):
+    with pytest.raises(ValidationError):
+        mem.import_file(tmp_path / "nope.json")
+    scalar = tmp_path / "n.json"
+    scalar.write_text("42")
+    with pytest.raises(ValidationError):
+        mem.import_file(scalar)
+    assert mem.count() == 0
+
+
+def test_a_second_instance_sees_writes(store_url):
+    a, b = _open(store_url), _open(store_url)
+    try:
+        assert a.count() == 0
+        b.import_records(DOCS[:3])
+        assert a.ids() == ["e1", "s1", "w1"]
+        got = a.retrieve(RetrieveRequest(trust=trust("hyper"), as_of=T0))
+        assert {r.id for r in got.records} == {"e1", "s1", "w1"}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_export_with_trust_leaves_hidden_out(mem, tmp_path):
+    mem.import_records(DOCS)
+    out = tmp_path / "gated.json"
+    n = mem.export_file(out, trust=trust("low", ["alpha"]), as_of=T0)
+    docs = {d["id"]: d for d in json.loads(out.read_text())}
+    # w1 (medium) redacted; c1 hidden (scope beta); everything low and unscoped/alpha in full
+    assert n == len(docs) == 5
+    assert "c1" not in docs
+    assert docs["w1"]["redacted"] is True and docs["w1"]["payload"] is None
+    assert docs["e1"]["payload"]["kind"] == "episodic"
+    assert isinstance(Path(out), Path)
