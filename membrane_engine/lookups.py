@@ -79,12 +79,6 @@ def filter_ids(membrane: "Membrane", types: list[str] | None = None, scopes: lis
     return sorted(str(x) for x in snap.ids[mask])
 
 
-def archived_ids(membrane: "Membrane") -> list[str]:
-    """Ids in the archive (pruned or deleted records that restore can bring back), newest first."""
-    with membrane.store.read() as conn:
-        return membrane.store.archived_ids(conn)
-
-
 # --------------------------------------------------------------------------- audit
 
 

@@ -183,8 +183,9 @@ else:
                 t = to_epoch(row.entry.timestamp)
                 if not grid_epoch[0] <= t <= grid_epoch[-1]:
                     continue
-                after = (row.details or {}).get("salience_after") if row.details else None
-                if after is None:
+                change = (row.details or {}).get("salience")
+                after = change.get("after") if isinstance(change, dict) else None
+                if not isinstance(after, (int, float)):
                     after = float(np.interp(t, grid_epoch, s["values"])) if t >= s["anchor"][1] else s["anchor"][0]
                 xs.append(datetime.fromtimestamp(t, UTC))
                 ys.append(after)

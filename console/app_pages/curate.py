@@ -1,0 +1,236 @@
+"""Curate: the SPEC 6 operations on one record or a selection, each previewed by the engine
+before it is applied, with the operator's name and a rationale on every audit entry."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from console import state
+from console.components.plan_view import outcome_line, render_plan, status_of
+from console.components.record_picker import record_picker
+from console.components.safe import clean, md
+from membrane_engine import Sensitivity
+from membrane_engine.errors import MembraneError, NotFoundError, ValidationError
+
+# op -> (label, what it does, destructive, targets): targets "each" = every selected record on its
+# own, "one" = exactly one source plus a new record, "many" = the selection plus a new record,
+# "archive" = ids from the archive.
+OPS: dict[str, tuple[str, str, bool, str]] = {
+    "reinforce": ("Reinforce", "Raise salience by the reinforcement gain (capped at 1) and restart decay from now.", False, "each"),
+    "penalize": ("Penalize", "Lower salience by an amount (never below the record's min salience floor, never up).", True, "each"),
+    "retract": ("Retract", "Salience 0; a semantic record's status becomes retracted. The record stays in the store.", True, "each"),
+    "contest": ("Contest", "Mark a semantic record contested by another record or an external reference.", False, "each"),
+    "supersede": ("Supersede", "Retract one record and create its replacement (a new record you edit below).", True, "one"),
+    "fork": ("Fork", "Create a new record derived from one source; the source is unchanged.", False, "one"),
+    "merge": ("Merge", "Retract every selected record and create one merged record derived from each.", True, "many"),
+    "pin": ("Pin", "Freeze salience at its current value.", False, "each"),
+    "unpin": ("Unpin", "Restart decay from the current salience.", False, "each"),
+    "reclassify": ("Reclassify", "Change sensitivity, scope and/or tags.", False, "each"),
+    "delete": ("Delete (archive)", "Move the record to the archive; restore brings it back. Refused for policy 'never'.", True, "each"),
+    "restore": ("Restore from archive", "Bring an archived (pruned or deleted) record back as it was.", False, "archive"),
+}
+NEW_RECORD_NAMES = {"supersede": "new_record", "fork": "forked_record", "merge": "merged_record"}
+RESULTS_KEY = "curate_results"
+RESET_KEY = "curate_reset"
+UNCHANGED = "(unchanged)"
+
+m = state.membrane()
+
+# Clear the inputs of an applied action before its widgets are drawn again.
+if st.session_state.pop(RESET_KEY, False):
+    for k in ("curate_rationale", "curate_confirm", "curate_json", "curate_json_for"):
+        st.session_state.pop(k, None)
+
+st.title("✍️ Curate")
+st.caption("Every change is previewed by the engine first (nothing is written until you apply), names you as "
+           "the actor, carries your rationale into the audit log, and runs as one transaction per operation.")
+
+# ----------------------------------------------------------------------------- who, what, on what
+
+if "curate_operator" not in st.session_state:
+    st.session_state["curate_operator"] = state.operator()
+top = st.columns([2, 3])
+operator = top[0].text_input("Your name (operator)", key="curate_operator", placeholder="e.g. ann@ops",
+                             help="Recorded as the actor of every audit entry; kept for this session").strip()
+st.session_state[state.OPERATOR_KEY] = operator
+
+url_op = st.query_params.get("op")
+if "curate_op" not in st.session_state and url_op in OPS:
+    st.session_state["curate_op"] = url_op
+op = top[1].selectbox("Operation", list(OPS), key="curate_op", format_func=lambda o: OPS[o][0])
+label, what, destructive, targets = OPS[op]
+st.info(what, icon="⚠️" if destructive else "ℹ️")
+
+last = st.session_state.get(RESULTS_KEY)
+if last:
+    for ok, line, problems in last:
+        (st.success if ok else st.error)(md(line, 1500))
+        if problems:
+            st.dataframe(pd.DataFrame(problems, columns=["field", "message"]), hide_index=True)
+
+if targets == "archive":
+    archived = m.archived_ids()
+    if not archived:
+        st.caption("The archive is empty: nothing has been pruned or deleted.")
+    ids = st.multiselect("Archived records", archived, key="curate_archived", format_func=lambda r: clean(r, 120))
+else:
+    ids = record_picker(m, "curate", "Records" if targets != "one" else "Source record",
+                        help="`?id=` in the URL preselects")
+    if ids:
+        current = []
+        for rid in ids:
+            try:
+                r = m.get(rid)
+            except NotFoundError:
+                continue
+            current.append({"id": rid, "type": r.type.value, "salience": r.salience, "status": status_of(r),
+                            "pinned": r.lifecycle.pinned, "policy": r.lifecycle.deletion_policy.value,
+                            "sensitivity": r.sensitivity.value, "scope": r.scope, "tags": ", ".join(r.tags)})
+        st.dataframe(pd.DataFrame(current), hide_index=True, key="curate_current",
+                     column_config={"salience": st.column_config.NumberColumn(format="%.4f")})
+
+# ----------------------------------------------------------------------------- parameters
+
+kwargs: dict[str, Any] = {}
+extra: list[Any] = []  # positional arguments between the id and the actor (penalize, contest)
+new_record: dict[str, Any] | None = None
+problems_before_preview: list[str] = []
+
+if op == "reinforce":
+    own_gain = st.checkbox("Use each record's own reinforcement gain", value=True, key="curate_own_gain")
+    if not own_gain:
+        kwargs["gain"] = st.number_input("Gain", min_value=0.0, max_value=1.0, value=0.1, step=0.05, key="curate_gain")
+elif op == "penalize":
+    extra = [st.number_input("Amount", min_value=0.0, value=0.1, step=0.05, format="%.3f", key="curate_amount")]
+elif op == "contest":
+    ref = st.text_input("Contesting reference", key="curate_ref",
+                        help="A record id (a contested_by relation is added) or an external reference").strip()
+    extra = [ref]
+    if not ref:
+        problems_before_preview.append("Name what contests the record (a record id or a reference).")
+elif op == "reclassify":
+    c1, c2, c3 = st.columns(3)
+    sensitivity = c1.selectbox("Sensitivity", [UNCHANGED] + [s.value for s in Sensitivity], key="curate_sens")
+    if sensitivity != UNCHANGED:
+        kwargs["sensitivity"] = sensitivity
+    if c2.checkbox("Change scope", key="curate_scope_on"):
+        kwargs["scope"] = c2.text_input("New scope (empty = unscoped)", key="curate_scope").strip()
+    if c3.checkbox("Change tags", key="curate_tags_on"):
+        tags = c3.text_input("New tags (comma-separated)", key="curate_tags")
+        kwargs["tags"] = [t.strip() for t in tags.split(",") if t.strip()]
+elif targets in ("one", "many"):
+    if targets == "one" and len(ids) > 1:
+        problems_before_preview.append(f"{label} takes exactly one source record; {len(ids)} are selected.")
+    source = ids[0] if ids else None
+    if source is not None:
+        if st.session_state.get("curate_json_for") != (op, source) or "curate_json" not in st.session_state:
+            try:
+                doc = m.get(source).to_json_dict()
+            except NotFoundError:
+                doc = {}
+            for k in ("audit_log", "created_at", "updated_at", "redacted"):
+                doc.pop(k, None)
+            for k in ("anchor_salience", "anchor_at"):
+                doc.get("lifecycle", {}).pop(k, None)
+            doc = {"id": str(uuid.uuid4()), **{k: v for k, v in doc.items() if k != "id"}}
+            st.session_state["curate_json"] = json.dumps(doc, indent=2, ensure_ascii=False)
+            st.session_state["curate_json_for"] = (op, source)
+        st.markdown(f"**The new record** (prefilled from `{md(source, 120)}` with a fresh id; the engine adds the "
+                    "relations, provenance and revision links of the operation itself)")
+        text = st.text_area("New record (Membrane JSON)", key="curate_json", height=320, label_visibility="collapsed")
+        if st.button("New id and fresh template", key="curate_json_reset"):
+            st.session_state.pop("curate_json_for", None)
+            st.rerun()
+        try:
+            new_record = json.loads(text)
+            if not isinstance(new_record, dict):
+                problems_before_preview.append("The new record must be a JSON object.")
+                new_record = None
+        except ValueError as exc:
+            problems_before_preview.append(f"The new record is not valid JSON: {exc}")
+
+rationale = st.text_area("Rationale", key="curate_rationale", height=80,
+                         placeholder="Why: it becomes the audit entry's rationale").strip()
+
+# ----------------------------------------------------------------------------- calls
+
+
+def calls() -> list[tuple[str, list[Any], dict[str, Any]]]:
+    """(label, args, kwargs) for each engine call this action makes, in SPEC 8 argument order."""
+    if targets in ("each", "archive"):
+        return [(rid, [rid, *extra, operator, rationale], kwargs) for rid in ids]
+    if targets == "one":
+        return [(ids[0], [ids[0], new_record, operator, rationale], {})] if ids else []
+    return [(", ".join(ids), [list(ids), new_record, operator, rationale], {})] if ids else []
+
+
+def describe(exc: Exception) -> tuple[str, list[tuple[str, str]]]:
+    if isinstance(exc, ValidationError):
+        return f"ValidationError: {exc}", list(exc.problems)
+    if isinstance(exc, MembraneError):
+        return f"{type(exc).__name__}: {exc}", []
+    return f"Unexpected {type(exc).__name__}: {exc}", []
+
+
+missing = []
+if not ids:
+    missing.append("choose the record(s)" if targets != "archive" else "choose archived record(s)")
+if not operator:
+    missing.append("enter your name")
+if not rationale:
+    missing.append("write a rationale")
+st.subheader("Preview")
+if missing or problems_before_preview:
+    if missing:
+        st.caption("To preview: " + ", ".join(missing) + ".")
+    for problem in problems_before_preview:
+        st.warning(md(problem, 500))
+    st.stop()
+
+previews: list[tuple[str, Any, Exception | None]] = []
+for name, args, kw in calls():
+    try:
+        previews.append((name, m.preview(op, *args, **kw), None))
+    except Exception as exc:  # the engine's refusal is shown, never a traceback
+        previews.append((name, None, exc))
+
+failed = [(name, exc) for name, _, exc in previews if exc is not None]
+for name, exc in failed:
+    message, problems = describe(exc)
+    st.error(f"{md(name, 200)}: {md(message, 1500)}")
+    if problems:
+        st.dataframe(pd.DataFrame(problems, columns=["field", "message"]), hide_index=True)
+ok = [(name, plan) for name, plan, exc in previews if exc is None]
+for k, (name, plan) in enumerate(ok):
+    if len(ok) > 1:
+        st.text(f"{label}: {clean(name, 160)}")
+    render_plan(plan, key=f"curate_preview_{k}")
+
+if failed:
+    st.warning("Fix or deselect the records the engine refuses; nothing is applied while any preview fails.")
+    st.stop()
+
+confirmed = True
+if destructive:
+    count = len(ids)
+    confirmed = st.checkbox(f"I confirm: {label.lower()} {count} record{'s' if count != 1 else ''} as shown above.",
+                            key="curate_confirm")
+if st.button(f"Apply: {label.lower()}", type="primary", key="curate_apply", disabled=not confirmed):
+    results = []
+    for name, args, kw in calls():
+        try:
+            plan = getattr(m, op)(*args, **kw)
+            results.append((True, f"{label} done: {outcome_line(plan)}", []))
+        except Exception as exc:  # report the engine's message, never a traceback
+            message, problems = describe(exc)
+            results.append((False, f"{label} refused for {name}: {message}", problems))
+    st.session_state[RESULTS_KEY] = results
+    st.session_state[RESET_KEY] = True
+    st.rerun()
+if destructive and not confirmed:
+    st.caption("This operation is destructive: tick the confirmation to enable Apply.")

@@ -1,0 +1,174 @@
+"""Import and export: Membrane JSON (an array) or JSONL in and out, all or nothing."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from console import state
+from console.components.safe import clean, md
+from console.components.trust_form import trust_context_form
+from membrane_engine import Sensitivity
+from membrane_engine.columns import TYPE_NAMES
+from membrane_engine.errors import AlreadyExistsError, MembraneError, ValidationError
+from membrane_engine.imports import parse_text
+from membrane_engine.lookups import briefs, filter_ids
+
+PARSED_KEY = "ie_parsed"
+IMPORT_RESULT_KEY = "ie_import_result"
+EXPORT_KEY = "ie_export"
+UNSCOPED = "(unscoped)"
+_RECORD_LOC = re.compile(r"^record (\d+)(?::\s*(.*))?$")
+
+m = state.membrane()
+
+st.title("📦 Import / export")
+st.caption("Records travel in Membrane's JSON shape: a `.json` array or `.jsonl` (one record per line). An import "
+           "is all or nothing: one bad record and nothing is written.")
+
+tab_in, tab_out = st.tabs(["Import", "Export"])
+
+
+def problem_rows(problems: list[tuple[str, str]], items: list[Any] | None) -> pd.DataFrame:
+    """The engine's (location, message) pairs as index / id / field / message rows."""
+    rows = []
+    for loc, message in problems:
+        match = _RECORD_LOC.match(loc)
+        index = int(match.group(1)) if match else None
+        field = (match.group(2) or "(record)") if match else loc
+        rid = ""
+        if index is not None and items is not None and 0 <= index < len(items) and isinstance(items[index], dict):
+            rid = clean(items[index].get("id", ""), 80)
+        rows.append({"index": index, "id": rid, "field": clean(field, 200), "message": clean(message, 500)})
+    return pd.DataFrame(rows, columns=["index", "id", "field", "message"])
+
+
+# ----------------------------------------------------------------------------- import
+
+with tab_in:
+    upload = st.file_uploader("Membrane JSON or JSONL file", type=["json", "jsonl"], key="ie_upload",
+                              help="A .json file holds an array of records (or one record); .jsonl one record per line")
+    if upload is None:
+        st.session_state.pop(PARSED_KEY, None)
+    else:
+        parsed = st.session_state.get(PARSED_KEY)
+        if parsed is None or parsed[0] != upload.file_id:
+            try:
+                text = upload.getvalue().decode("utf-8-sig")
+                items, parse_error = parse_text(text, jsonl=upload.name.lower().endswith(".jsonl"), name=upload.name), None
+            except UnicodeDecodeError as exc:
+                items, parse_error = None, ValidationError(f"{upload.name} is not UTF-8 text ({exc.reason})",
+                                                           [("file", "not UTF-8")])
+            except ValidationError as exc:
+                items, parse_error = None, exc
+            parsed = (upload.file_id, upload.name, items, parse_error)
+            st.session_state[PARSED_KEY] = parsed
+            st.session_state.pop(IMPORT_RESULT_KEY, None)
+        _, name, items, parse_error = parsed
+        if parse_error is not None:
+            st.error(f"The file cannot be read: {md(parse_error, 800)}")
+        else:
+            st.text(f"{clean(name, 120)}: {len(items):,} record(s) in the file; the store holds {m.count():,}.")
+            result = st.session_state.get(IMPORT_RESULT_KEY)
+            if result is None or result[0] != upload.file_id:
+                go = st.button(f"Import {len(items):,} record(s)", type="primary", key="ie_import",
+                               disabled=not items)
+                if go:
+                    bar = st.progress(0.0, text="Validating every record…")
+
+                    def progress(done: int, total: int) -> None:
+                        bar.progress(done / max(total, 1), text=f"Written {done:,} of {total:,}")
+
+                    actor = state.operator() or "console import"
+                    try:
+                        count = m.import_records(items, actor=actor, progress=progress)
+                        result = (upload.file_id, "ok", count, None)
+                    except AlreadyExistsError as exc:
+                        result = (upload.file_id, "exists", 0, str(exc))
+                    except ValidationError as exc:
+                        result = (upload.file_id, "invalid", 0, (str(exc), list(exc.problems)))
+                    except MembraneError as exc:
+                        result = (upload.file_id, "failed", 0, str(exc))
+                    bar.empty()
+                    st.session_state[IMPORT_RESULT_KEY] = result
+            if result is not None and result[0] == upload.file_id:
+                _, outcome, count, detail = result
+                if outcome == "ok":
+                    st.success(f"Imported {count:,} record(s). The store now holds {m.count():,}.", icon="✅")
+                elif outcome == "exists":
+                    st.error(f"Import refused, nothing was written: {md(detail, 800)}. Records are never replaced; "
+                             "remove those ids from the file (or import into another store).", icon="🚫")
+                elif outcome == "invalid":
+                    message, problems = detail
+                    bad = problem_rows(problems, items)
+                    records_bad = bad["index"].dropna().nunique()
+                    st.error(f"Import refused, nothing was written: {len(problems):,} problem(s) in "
+                             f"{records_bad:,} record(s).", icon="🚫")
+                    st.dataframe(bad, hide_index=True, key="ie_problems",
+                                 column_config={"message": st.column_config.TextColumn(width="large")})
+                else:
+                    st.error(f"Import failed, nothing was written: {md(detail, 800)}")
+
+# ----------------------------------------------------------------------------- export
+
+with tab_out:
+    what = st.radio("What to export", ["Whole store", "Ids", "Filter"], horizontal=True, key="ie_what",
+                    format_func={"Whole store": "The whole store", "Ids": "Ids I type or paste",
+                                 "Filter": "A filter by type / scope / sensitivity"}.get)
+    ids: list[str] | None = None
+    if what == "Ids":
+        pasted = st.text_area("Record ids (one per line, or separated by commas or spaces)", key="ie_ids", height=120)
+        wanted = list(dict.fromkeys(t for t in re.split(r"[\s,;]+", pasted) if t))
+        live = briefs(m, wanted)
+        ids = [i for i in wanted if i in live]
+        unknown = [i for i in wanted if i not in live]
+        if unknown:
+            st.warning(f"{len(unknown)} id(s) not in the store are skipped: "
+                       + ", ".join(md(i, 60) for i in unknown[:10]) + (" …" if len(unknown) > 10 else ""))
+    elif what == "Filter":
+        f1, f2, f3 = st.columns(3)
+        types = f1.multiselect("Types", TYPE_NAMES, key="ie_types")
+        scopes = f2.multiselect("Scopes", [UNSCOPED] + m.scopes(), key="ie_scopes")
+        sens = f3.multiselect("Sensitivity", [s.value for s in Sensitivity], key="ie_sens")
+        ids = filter_ids(m, types=types, scopes=["" if s == UNSCOPED else s for s in scopes], sensitivities=sens)
+    total = m.count() if ids is None else len(ids)
+    st.text(f"Selected: {total:,} record(s).")
+
+    c1, c2 = st.columns([1, 3])
+    fmt = c1.radio("Format", ["json", "jsonl"], key="ie_format", horizontal=True)
+    gated = c2.checkbox("Only what a trust context may see (hidden records left out, redacted ones as metadata)",
+                        key="ie_gated")
+    trust = None
+    if gated:
+        with st.expander("Trust context", expanded=True):
+            trust = trust_context_form("ie_trust", m.scopes())
+
+    if st.button("Prepare the export file", type="primary", key="ie_prepare", disabled=total == 0):
+        previous = st.session_state.pop(EXPORT_KEY, None)
+        if previous:
+            Path(previous["path"]).unlink(missing_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="membrane-export-"))
+        path = folder / f"membrane_export.{fmt}"
+        try:
+            with st.spinner("Writing records…"):
+                count = m.export_file(path, ids=ids, trust=trust)
+            st.session_state[EXPORT_KEY] = {"path": str(path), "count": count, "format": fmt,
+                                            "size": path.stat().st_size}
+        except MembraneError as exc:
+            st.error(f"Export failed: {md(exc, 800)}")
+    prepared = st.session_state.get(EXPORT_KEY)
+    if prepared and Path(prepared["path"]).exists():
+        size_kb = prepared["size"] / 1024
+        st.success(f"Export ready: {prepared['count']:,} record(s), {size_kb:,.1f} KiB of {prepared['format']}.",
+                   icon="📦")
+        export_path = Path(prepared["path"])
+        st.download_button(f"Download {export_path.name}", data=lambda: export_path.read_bytes(),
+                           file_name=export_path.name, key="ie_download", on_click="ignore",
+                           mime="application/json" if prepared["format"] == "json" else "application/x-ndjson")
+        st.caption("Written to a temporary file through the engine's streaming export; prepare again after the store "
+                   "changes.")

@@ -1,0 +1,93 @@
+"""Showing a curation plan (the engine's preview, or what an operation wrote): each touched
+record before and after, and the audit entries. Everything from a record stays inert."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from membrane_engine import MemoryRecord
+
+from .safe import clean
+
+KIND_LABELS = {
+    "update": "changed", "create": "created", "audit": "audit entry only", "archive": "moved to the archive",
+    "restore": "restored from the archive",
+}
+
+
+def status_of(record: MemoryRecord | None) -> str:
+    if record is None:
+        return ""
+    return record.revision_status or "—"
+
+
+def facts(record: MemoryRecord | None) -> dict[str, Any]:
+    """The fields an operator checks before and after a change."""
+    if record is None:
+        return {}
+    return {
+        "salience": f"{record.salience:.6g}",
+        "status": status_of(record),
+        "pinned": str(record.lifecycle.pinned),
+        "sensitivity": record.sensitivity.value,
+        "scope": record.scope or "(unscoped)",
+        "tags": ", ".join(record.tags),
+        "relations": str(len(record.relations)),
+        "updated_at": record.updated_at.strftime("%Y-%m-%d %H:%M:%S") if record.updated_at else "",
+    }
+
+
+def change_table(change: Any) -> pd.DataFrame:
+    """Field / before / after rows for one RecordChange, changed rows flagged."""
+    before, after = facts(change.before), facts(change.after)
+    rows = []
+    for name in after:
+        b, a = before.get(name, ""), after[name]
+        rows.append({"field": name, "before": clean(b, 200), "after": clean(a, 200),
+                     "changed": "●" if change.before is not None and b != a else ""})
+    return pd.DataFrame(rows)
+
+
+def entries_frame(plan: Any) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "record_id": e.record_id, "action": e.action.value, "actor": e.actor, "rationale": e.rationale,
+        "details": json.dumps(e.details, ensure_ascii=False, default=str) if e.details else "",
+    } for e in plan.audit], columns=["record_id", "action", "actor", "rationale", "details"])
+
+
+def render_plan(plan: Any, key: str, show_records: bool = True) -> None:
+    """One plan: a before/after table per touched record, then the audit entries."""
+    for k, change in enumerate(plan.changes):
+        with st.container(border=True):
+            st.text(f"{KIND_LABELS.get(change.kind, change.kind)}: {clean(change.record_id, 160)} "
+                    f"({change.after.type.value})")
+            st.dataframe(change_table(change), hide_index=True, key=f"{key}_change_{k}",
+                         column_config={"changed": st.column_config.TextColumn("", width="small")})
+            if show_records and change.kind in ("create", "restore"):
+                with st.expander("The record as it will be stored"):
+                    st.json(change.after.to_json_dict(), expanded=False)
+    st.text(f"Audit entries to be written ({len(plan.audit)}):")
+    st.dataframe(entries_frame(plan), hide_index=True, key=f"{key}_audit",
+                 column_config={"rationale": st.column_config.TextColumn(width="large")})
+
+
+def outcome_line(plan: Any) -> str:
+    """A one-line plain-text summary of what an applied plan did (new salience and status)."""
+    parts = []
+    for c in plan.changes:
+        if c.kind == "audit":
+            continue
+        s = c.after.salience
+        before = f"{c.before.salience:.4g} → " if c.before is not None else ""
+        status = status_of(c.after)
+        bits = [f"salience {before}{s:.4g}"]
+        if status and status != "—":
+            bits.append(f"status {status}")
+        if c.after.lifecycle.pinned:
+            bits.append("pinned")
+        parts.append(f"{clean(c.record_id, 80)} {KIND_LABELS.get(c.kind, c.kind)} ({', '.join(bits)})")
+    return "; ".join(parts) or "audit entries written"
