@@ -1,0 +1,370 @@
+"""Machinery of the browser tests: a console server in a subprocess, and a browser tab on it
+that records everything the server sends.
+
+Why the WebSocket frames matter: `st.dataframe` draws its cells on a canvas, so a table's
+content is in the protobuf frames the page receives, never in the HTML. A check that some
+text is absent from a page must look at both (`Console.find`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "console" / "app.py"
+SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+
+# url path -> page title (console/app.py)
+PAGES = {
+    "overview": "Overview",
+    "simulator": "Trust simulator",
+    "what-if": "What-if",
+    "records": "Record explorer",
+    "decay": "Salience decay",
+    "selector": "Selector inspector",
+    "audit": "Audit log",
+    "curate": "Curate",
+    "import-export": "Import / export",
+}
+
+IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
+EXCEPTION = "[data-testid=stException]"
+SKELETON = "[data-testid=stSkeleton]"  # an element whose code is still loading
+
+# Every server started in this test session, so a failing test can show their logs.
+SERVERS: list["ConsoleServer"] = []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ConsoleServer:
+    """`streamlit run console/app.py -- --db URL` in its own process group."""
+
+    def __init__(self, name: str, db_url: str, workdir: Path):
+        self.name = name
+        self.db_url = db_url
+        self.workdir = workdir
+        self.log_path = workdir / f"{name}-server.log"
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 90.0) -> "ConsoleServer":
+        self.port = free_port()
+        cmd = [sys.executable, "-m", "streamlit", "run", str(APP),
+               "--server.port", str(self.port), "--server.address", "127.0.0.1",
+               "--server.headless", "true", "--browser.gatherUsageStats", "false",
+               # pages are plain scripts: no watcher needed, and polling would cost CPU in CI
+               "--server.fileWatcherType", "none", "--server.runOnSave", "false",
+               "--", "--db", self.db_url]
+        env = dict(os.environ)
+        env.pop("MEMBRANE_DB_URL", None)  # --db decides; nothing may fall back to a default store
+        env["MEMBRANE_HOME"] = str(self.workdir / "membrane-home")
+        env["PYTHONUNBUFFERED"] = "1"
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        SERVERS.append(self)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"console server {self.name!r} exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"console server {self.name!r} not healthy after {timeout:.0f} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        self._log.close()
+
+    def log_tail(self, lines: int = 150) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class Frame:
+    data: bytes
+    msg: ForwardMsg | None
+
+
+def _parse(data: bytes) -> ForwardMsg | None:
+    msg = ForwardMsg()
+    try:
+        msg.ParseFromString(data)
+    except Exception:  # not every frame has to parse for the text search to work
+        return None
+    return msg
+
+
+def variants(needle: str) -> set[str]:
+    """The ways a string can be written into HTML or a frame: as is, HTML-escaped, JSON-escaped."""
+    out = {needle, html.escape(needle, quote=False), html.escape(needle, quote=True),
+           json.dumps(needle)[1:-1], json.dumps(needle, ensure_ascii=False)[1:-1]}
+    return {v for v in out if v}
+
+
+@dataclass
+class Hit:
+    needle: str
+    where: str  # "html" or "frame #n" or "download <url>"
+    context: str
+
+
+@dataclass
+class Console:
+    """One browser context and tab on a console server.
+
+    ``open(path, query)`` navigates and waits until the script has finished; ``frames`` then holds
+    every WebSocket frame received since that navigation began (older tabs' frames are dropped)."""
+
+    server: ConsoleServer
+    context: object
+    page: object
+    frames: list[Frame] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+    generation: int = 0
+
+    @classmethod
+    def new(cls, browser, server: ConsoleServer, viewport=(1400, 1000)) -> "Console":
+        context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        context.set_default_timeout(30_000)
+        page = context.new_page()
+        con = cls(server=server, context=context, page=page)
+        page.on("websocket", con._on_websocket)
+        page.on("dialog", con._on_dialog)
+        page.on("pageerror", lambda err: con.page_errors.append(str(err)))
+        page.on("console", lambda m: con.console_errors.append(m.text) if m.type == "error" else None)
+        return con
+
+    # recording ------------------------------------------------------------------
+
+    def _on_websocket(self, ws) -> None:
+        generation = self.generation
+
+        def received(payload) -> None:
+            if generation != self.generation:
+                return
+            data = payload if isinstance(payload, bytes) else str(payload).encode("utf-8")
+            self.frames.append(Frame(data, _parse(data)))
+
+        ws.on("framereceived", received)
+
+    def _on_dialog(self, dialog) -> None:
+        self.dialogs.append(f"{dialog.type}: {dialog.message}")
+        try:
+            dialog.dismiss()
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        self.context.close()
+
+    # navigation -----------------------------------------------------------------
+
+    def url_for(self, path: str, query: dict | None = None) -> str:
+        q = {k: v for k, v in (query or {}).items() if v is not None}
+        return f"{self.server.url}/{path.lstrip('/')}" + (f"?{urlencode(q)}" if q else "")
+
+    def open(self, path: str, query: dict | None = None, settle: float = 0.4, timeout: float = 60.0) -> "Console":
+        """Navigate (a fresh page load, so a fresh session and frame record) and wait until idle."""
+        self.generation += 1
+        self.frames = []
+        self.page.goto(self.url_for(path, query), wait_until="domcontentloaded")
+        self.wait_idle(settle=settle, timeout=timeout, runs_at_least=1)
+        return self
+
+    def runs_finished(self) -> int:
+        return sum(1 for f in self.frames if f.msg is not None and f.msg.WhichOneof("type") == "script_finished")
+
+    def _script_frames(self) -> int:
+        """Frames a script run sends (heartbeat acks and lazy table chunks do not count)."""
+        return sum(1 for f in self.frames if f.msg is None
+                   or f.msg.WhichOneof("type") in ("new_session", "delta", "script_finished", "navigation"))
+
+    def wait_idle(self, settle: float = 0.4, timeout: float = 60.0, runs_at_least: int = 0) -> None:
+        """Wait until ``runs_at_least`` script runs have finished, stApp is notRunning, and it stays
+        so for ``settle`` seconds (pages may rerun themselves)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"page {self.page.url} did not become idle within {timeout:.0f} s "
+                                   f"(runs finished: {self.runs_finished()})")
+            if self.runs_finished() < runs_at_least:
+                self.page.wait_for_timeout(100)
+                continue
+            self.page.wait_for_selector(IDLE, state="attached", timeout=left * 1000)
+            if self.page.locator(SKELETON).count():  # lazily loaded widgets still drawing
+                self.page.wait_for_timeout(100)
+                continue
+            before = self._script_frames()
+            self.page.wait_for_timeout(settle * 1000)
+            if self.page.locator(IDLE).count() and self._script_frames() == before:
+                return
+
+    def act(self, action: Callable[[], object], settle: float = 0.4, timeout: float = 60.0) -> None:
+        """Do something that reruns the script (click, fill + Enter, ...) and wait for that rerun."""
+        runs = self.runs_finished()
+        action()
+        deadline = time.monotonic() + 5
+        # a widget interaction that changes nothing may not rerun at all; wait a little for one
+        while self.runs_finished() == runs and time.monotonic() < deadline:
+            if not self.page.locator(IDLE).count():
+                break
+            self.page.wait_for_timeout(50)
+        self.wait_idle(settle=settle, timeout=timeout)
+
+    # what the page shows --------------------------------------------------------
+
+    def html(self) -> str:
+        return self.page.content()
+
+    def text(self) -> str:
+        return self.page.locator("[data-testid=stApp]").inner_text()
+
+    def frame_bytes(self) -> list[bytes]:
+        return [f.data for f in self.frames]
+
+    def download_urls(self) -> list[str]:
+        """Media URLs (download buttons, images) the server has announced to this tab."""
+        urls: set[str] = set()
+        for data in self.frame_bytes():
+            for m in re.finditer(rb"/media/[0-9a-f]{16,}[\w.\-]*", data):
+                urls.add(m.group(0).decode())
+        for href in self.page.locator("a[href*='/media/']").evaluate_all("els => els.map(e => e.getAttribute('href'))"):
+            urls.add(href)
+        return sorted(urls)
+
+    def downloads(self) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for url in self.download_urls():
+            full = url if url.startswith("http") else f"{self.server.url}{url}"
+            resp = self.context.request.get(full)
+            if resp.ok:
+                out[url] = resp.body()
+        return out
+
+    def find(self, needles: Iterable[str], include_downloads: bool = False) -> list[Hit]:
+        """Which of ``needles`` appear in the page's HTML or in any frame received (or, with
+        ``include_downloads``, in a file a download button offers). Each in all its escapings."""
+        page_html = self.html()
+        blobs: list[tuple[str, bytes]] = [("html", page_html.encode("utf-8"))]
+        blobs += [(f"frame #{i}", data) for i, data in enumerate(self.frame_bytes())]
+        if include_downloads:
+            blobs += [(f"download {u}", data) for u, data in self.downloads().items()]
+        hits: list[Hit] = []
+        for needle in needles:
+            forms = [v.encode("utf-8") for v in variants(needle)]
+            for where, blob in blobs:
+                pos = next((p for p in (blob.find(f) for f in forms) if p >= 0), -1)
+                if pos >= 0:
+                    ctx = blob[max(0, pos - 60):pos + len(needle.encode()) + 60].decode("utf-8", "replace")
+                    hits.append(Hit(needle, where, ctx))
+                    break
+        return hits
+
+    def exceptions(self) -> list[str]:
+        """Exception boxes on the page and exception elements sent in frames."""
+        found = [el.inner_text()[:500] for el in self.page.locator(EXCEPTION).all()]
+        for f in self.frames:
+            msg = f.msg
+            if msg is not None and msg.WhichOneof("type") == "delta" and msg.delta.WhichOneof("type") == "new_element":
+                el = msg.delta.new_element
+                if el.WhichOneof("type") == "exception":
+                    found.append(f"(frame) {el.exception.type}: {el.exception.message[:300]}")
+        return found
+
+    def alerts(self, kind: str = "error") -> list[str]:
+        """Text of st.error / st.warning / ... boxes (``kind``) sent in frames."""
+        out = []
+        for f in self.frames:
+            msg = f.msg
+            if msg is not None and msg.WhichOneof("type") == "delta" and msg.delta.WhichOneof("type") == "new_element":
+                el = msg.delta.new_element
+                if el.WhichOneof("type") == "alert":
+                    fmt = type(el.alert).Format.Name(el.alert.format).lower()
+                    if fmt == kind:
+                        out.append(el.alert.body)
+        return out
+
+    def assert_healthy(self) -> None:
+        """No exception box, no traceback, no store-open error, no JavaScript error, no dialog."""
+        problems = self.exceptions()
+        if "Traceback" in self.html():
+            problems.append("'Traceback' in the page's HTML")
+        problems += [f"error box: {a[:300]}" for a in self.alerts("error") if "cannot be opened" in a]
+        problems += [f"page error: {e[:300]}" for e in self.page_errors]
+        problems += [f"dialog: {d}" for d in self.dialogs]
+        assert not problems, f"{self.page.url}:\n" + "\n".join(problems)
+
+    def screenshot(self, name: str, max_height: int = 9000) -> Path:
+        """The whole page: the main area scrolls inside stMain, so the viewport is stretched to
+        its content for the shot (and put back afterwards)."""
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        size = self.page.viewport_size
+        height = self.page.evaluate("() => { const m = document.querySelector('[data-testid=stMain]');"
+                                    " return m ? m.scrollHeight : document.body.scrollHeight; }")
+        if height > size["height"]:
+            self.page.set_viewport_size({"width": size["width"], "height": min(int(height) + 40, max_height)})
+            self.page.wait_for_timeout(400)  # charts redraw at the new size
+        try:
+            self.page.screenshot(path=str(path))
+        finally:
+            self.page.set_viewport_size(size)
+        return path
+
+    # widgets ----------------------------------------------------------------------
+
+    def widget(self, testid: str, label: str):
+        """The widget of type ``testid`` (e.g. stTextInput) whose label is ``label``."""
+        return self.page.locator(f"[data-testid={testid}]").filter(
+            has=self.page.locator("[data-testid=stWidgetLabel]", has_text=label)).first
