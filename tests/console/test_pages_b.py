@@ -1,0 +1,384 @@
+"""Page tests (AppTest) for decay, selector, audit, curate and import/export, each page script
+run on its own against a temporary SQLite store holding the bundled sample store."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+from collections.abc import Iterator
+from datetime import date, datetime, time, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from membrane_engine import Membrane, RetrieveRequest, TrustContext
+from membrane_engine.lookups import filter_ids
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = ROOT / "console" / "app_pages"
+SAMPLE = ROOT / "sample_data" / "membrane_sample.json"
+UTC = timezone.utc
+TIMEOUT = 60
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh SQLite store with the sample loaded; the console reads it via MEMBRANE_DB_URL."""
+    url = f"sqlite:///{tmp_path / 'pages_b.db'}"
+    m = Membrane.open(url, load_sample=False)
+    m.import_file(SAMPLE)
+    m.close()
+    monkeypatch.setenv("MEMBRANE_DB_URL", url)
+    st.cache_resource.clear()
+    yield url
+    st.cache_resource.clear()
+
+
+def fresh(url: str) -> Membrane:
+    return Membrane.open(url, load_sample=False)
+
+
+def page(name: str) -> AppTest:
+    at = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at: AppTest) -> dict[str, dict]:
+    """Plotly figures on the page by widget key, as their JSON spec."""
+    out = {}
+    for el in at.get("plotly_chart"):
+        spec = json.loads(el.proto.spec)
+        out[el.proto.id] = spec
+    return out
+
+
+def values(data) -> list[float]:
+    """A trace's numbers: Plotly 7 writes numpy arrays as base64 typed arrays."""
+    if isinstance(data, dict) and "bdata" in data:
+        return np.frombuffer(base64.b64decode(data["bdata"]), dtype=np.dtype(data["dtype"])).tolist()
+    return list(data)
+
+
+def table(at: AppTest, *columns: str):
+    """The first dataframe on the page that has these columns (dataframes carry no key in AppTest)."""
+    for el in at.dataframe:
+        frame = el.value
+        if all(c in frame.columns for c in columns):
+            return frame
+    raise AssertionError(f"no table with columns {columns}")
+
+
+def trace_names(at: AppTest) -> list[str]:
+    return [t.get("name", "") for spec in charts(at).values() for t in spec["data"]]
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def pick(at: AppTest, key: str, record_id: str) -> AppTest:
+    """Search for a record in a record picker and choose it."""
+    ok(at.text_input(key=f"{key}_query").set_value(record_id[:13]).run())
+    return ok(at.multiselect(key=f"{key}_ids").set_value([record_id]).run())
+
+
+def reinforced_record(url: str) -> tuple[str, datetime]:
+    m = fresh(url)
+    _, rows = m.audit_query(action="reinforce", limit=1)
+    m.close()
+    return rows[0].record_id, rows[0].entry.timestamp
+
+
+# ----------------------------------------------------------------------------- decay
+
+
+def test_decay_chart_for_a_chosen_record_with_reinforcements_and_thresholds(store):
+    at = page("decay")
+    assert not at.get("plotly_chart")  # nothing chosen: no chart, an invitation instead
+    assert "Pick one or more records" in texts(at.info)
+
+    rid, reinforced_at = reinforced_record(store)
+    at.date_input(key="decay_start_date").set_value(reinforced_at.date() - timedelta(days=2))
+    at.select_slider(key="decay_horizon").set_value("90 days")
+    pick(at, "decay", rid)
+
+    names = trace_names(at)
+    assert any(n.startswith(rid[:8]) for n in names), names
+    assert any(n.startswith("reinforced:") for n in names), names  # audit reinforce entries marked
+    spec = next(iter(charts(at).values()))
+    shapes = " ".join(a.get("text", "") for a in spec["layout"].get("annotations", []))
+    assert "prune threshold 0.001" in shapes
+    curve = next(t for t in spec["data"] if t.get("name", "").startswith(rid[:8]))
+    ys = values(curve["y"])
+    assert len(ys) == 400 and not np.isnan(ys[-1]) and 0 <= ys[-1] <= 1
+
+    frame = table(at, "below at (UTC)")
+    assert list(frame["curve"]) == [rid]
+
+
+def test_decay_time_below_matches_the_engine_and_hypothetical_profiles_plot(store):
+    at = page("decay")
+    at.text_input(key="decay_p_name").set_value("fast")
+    at.number_input(key="decay_p_half").set_value(1.0)
+    at.selectbox(key="decay_p_unit").set_value("hours")
+    ok(at.button(key="FormSubmitter:decay_profile_form-Add profile").click().run())
+    assert any("fast (hypothetical)" in n for n in trace_names(at))
+    row = table(at, "below at (UTC)").iloc[0]
+    # exponential from 1.0 with a 1 h half-life: below 0.1 after log2(10) hours
+    start = datetime.combine(at.date_input(key="decay_start_date").value,
+                             at.time_input(key="decay_start_time").value, tzinfo=UTC)
+    expected = start + timedelta(hours=3.321928)
+    assert abs(row["below at (UTC)"].to_pydatetime() - expected) < timedelta(minutes=1)
+
+
+def test_decay_prune_preview_matches_the_engine(store):
+    at = page("decay")
+    at.date_input(key="decay_prune_at_date").set_value(date(2027, 6, 1))
+    at.time_input(key="decay_prune_at_time").set_value(time(0, 0))
+    ok(at.button(key="decay_prune_go").click().run())
+    m = fresh(store)
+    expected = m.prune("test", "preview", as_of=datetime(2027, 6, 1, tzinfo=UTC), dry_run=True)
+    assert at.metric[0].value == f"{len(expected):,}"
+    shown = list(table(at, "S(as of)")["id"])
+    assert shown == expected[:50]
+    assert len(m.ids()) == 221  # a preview writes nothing
+
+
+# ----------------------------------------------------------------------------- selector
+
+
+def test_selector_shows_engine_signals_and_needs_more_follows_the_threshold(store):
+    at = page("selector")
+    at.date_input(key="sel_as_of_date").set_value(date(2026, 11, 20))
+    ok(at.time_input(key="sel_as_of_time").set_value(time(12, 0)).run())
+    frame = table(at, "applicability", "score")
+    assert len(frame) >= 2
+    m = fresh(store)
+    selection = m.retrieve(RetrieveRequest(
+        trust=TrustContext(max_sensitivity="medium", authenticated=True, actor_id="agent-1", scopes=[]),
+        memory_types=["competence", "plan_graph"], as_of=datetime(2026, 11, 20, 12, tzinfo=UTC))).selection
+    assert dict(zip(frame["id"], frame["score"])) == pytest.approx(selection.scores)
+    assert list(frame["id"]) == [s.record_id for s in selection.signals]
+    assert {"applicability", "success", "recency", "score"} <= set(trace_names(at))
+
+    ok(at.slider(key="sel_threshold").set_value(0.0).run())
+    assert any("FALSE" in v for v in texts(at.markdown).splitlines())
+    ok(at.slider(key="sel_threshold").set_value(1.0).run())
+    assert any("TRUE" in v for v in texts(at.markdown).splitlines())
+    assert not any("FALSE ·" in v for v in texts(at.markdown).splitlines())
+
+
+def test_selector_with_no_candidates_says_so(store):
+    at = page("selector")
+    ok(at.number_input(key="sel_min_salience").set_value(5.0).run())
+    assert "No competence or plan_graph record" in texts(at.info)
+    assert not at.get("plotly_chart")
+    ok(at.number_input(key="sel_min_salience").set_value(0.0).run())
+    assert at.get("plotly_chart")
+
+
+# ----------------------------------------------------------------------------- audit
+
+
+def test_audit_filter_narrows_the_table_and_verification_reports_intact(store):
+    at = page("audit")
+    m = fresh(store)
+    everything, _ = m.audit_query(limit=0)
+    reinforced, _ = m.audit_query(action="reinforce", limit=0)
+    assert at.metric[0].value == f"{everything:,}"
+    assert len(table(at, "seq", "rationale")) == 50
+
+    ok(at.selectbox(key="audit_action").set_value("reinforce").run())
+    assert at.metric[0].value == f"{reinforced:,}"
+    assert 0 < reinforced < everything
+    assert set(table(at, "seq", "rationale")["action"]) == {"reinforce"}
+
+    rid, _ = reinforced_record(store)
+    ok(at.text_input(key="audit_record").set_value(rid).run())
+    frame = table(at, "seq", "rationale")
+    assert set(frame["record_id"]) == {rid} and set(frame["action"]) == {"reinforce"}
+    assert "audit_timeline" in " ".join(charts(at).keys()) or at.get("plotly_chart")
+
+    ok(at.button(key="audit_verify").click().run())
+    assert "intact" in texts(at.success)
+
+
+def test_audit_verification_reports_a_tampered_entry(store):
+    path = store.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        rid = conn.execute("SELECT record_id FROM audit_entries WHERE position = 0 LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE audit_entries SET rationale = 'rewritten' WHERE record_id = ? AND position = 0", (rid,))
+    at = page("audit")
+    ok(at.button(key="audit_verify").click().run())
+    assert "problem" in texts(at.error)
+    problems = table(at, "problem")
+    assert rid in set(problems["record_id"])
+
+
+def test_audit_csv_holds_every_filtered_entry(store):
+    from console.components.audit_table import filtered_csv
+
+    m = fresh(store)
+    total, _ = m.audit_query(action="reinforce", limit=0)
+    lines = filtered_csv(m, {"action": "reinforce"}).decode().strip().splitlines()
+    assert lines[0].startswith("timestamp,record_id") and len(lines) == total + 1
+
+
+# ----------------------------------------------------------------------------- curate
+
+
+def pinned_free_record(url: str) -> str:
+    m = fresh(url)
+    now = m.now()
+    for rid in m.ids():
+        r = m.get(rid)
+        if not r.lifecycle.pinned and 0.05 < r.salience < 0.8 and r.type.value != "episodic":
+            return rid
+    raise AssertionError("no suitable record in the sample")
+
+
+def test_curate_reinforce_writes_its_audit_entry_and_raises_salience(store):
+    rid = pinned_free_record(store)
+    later = datetime.now(UTC) + timedelta(days=1)
+    before = fresh(store).salience_at(rid, later)
+    entries_before = len(fresh(store).audit_log(rid))
+
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
+    at.query_params["id"] = rid  # ?id= preselects
+    ok(at.run())
+    assert at.multiselect(key="curate_ids").value == [rid]
+    assert not any("details" in el.value.columns for el in at.dataframe)  # no preview without a rationale
+    at.text_input(key="curate_operator").set_value("ann.operator")
+    ok(at.text_area(key="curate_rationale").set_value("it keeps paying off").run())
+    preview = table(at, "details", "actor")
+    assert list(preview["action"]) == ["reinforce"] and list(preview["actor"]) == ["ann.operator"]
+    assert len(fresh(store).audit_log(rid)) == entries_before  # a preview writes nothing
+
+    ok(at.button(key="curate_apply").click().run())
+    assert "Reinforce done" in texts(at.success)
+    assert at.session_state["operator_name"] == "ann.operator"  # kept for the session
+    m = fresh(store)
+    log = m.audit_log(rid)
+    assert len(log) == entries_before + 1
+    assert (log[-1].action.value, log[-1].actor, log[-1].rationale) == ("reinforce", "ann.operator",
+                                                                         "it keeps paying off")
+    assert m.salience_at(rid, later) > before
+
+
+def test_curate_destructive_needs_confirmation_and_engine_errors_are_shown(store):
+    m = fresh(store)
+    episodic = next(r for r in m.retrieve_by_type("episodic", TrustContext(max_sensitivity="hyper")))
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
+    at.query_params["id"] = episodic.id
+    ok(at.run())
+    at.selectbox(key="curate_op").set_value("retract")
+    at.text_input(key="curate_operator").set_value("ann")
+    ok(at.text_area(key="curate_rationale").set_value("wrong").run())
+    assert "EpisodicImmutableError" in texts(at.error)
+    assert not [b for b in at.button if b.key == "curate_apply"]
+
+    rid = pinned_free_record(store)
+    ok(at.text_input(key="curate_query").set_value(rid[:13]).run())
+    ok(at.multiselect(key="curate_ids").set_value([rid]).run())
+    apply = at.button(key="curate_apply")
+    assert apply.disabled  # destructive: disabled until confirmed
+    ok(at.checkbox(key="curate_confirm").check().run())
+    ok(at.button(key="curate_apply").click().run())
+    assert "Retract done" in texts(at.success)
+    assert fresh(store).get(rid).salience == 0.0
+
+
+def test_curate_fork_uses_the_prefilled_json_with_a_fresh_id(store):
+    rid = pinned_free_record(store)
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
+    at.query_params["id"] = rid
+    ok(at.run())
+    at.selectbox(key="curate_op").set_value("fork")
+    at.text_input(key="curate_operator").set_value("ann")
+    ok(at.text_area(key="curate_rationale").set_value("a variant").run())
+    doc = json.loads(at.text_area(key="curate_json").value)
+    assert doc["id"] != rid and "audit_log" not in doc
+    ok(at.button(key="curate_apply").click().run())
+    m = fresh(store)
+    forked = m.get(doc["id"])
+    assert any(r.predicate == "derived_from" and r.target_id == rid for r in forked.relations)
+    assert m.audit_log(rid)[-1].action.value == "fork"
+
+
+# ----------------------------------------------------------------------------- import / export
+
+
+def test_import_of_a_bad_file_shows_per_record_errors_and_writes_nothing(store):
+    m = fresh(store)
+    count, audit_total = len(m.ids()), m.audit_query(limit=0)[0]
+    sample = json.loads(SAMPLE.read_text())
+    good = dict(sample[0], id="new-good-record", audit_log=[], relations=[])
+    bad_conf = dict(good, id="new-bad-1", confidence=3)
+    bad_type = dict(good, id="new-bad-2", type="nonsense")
+    body = "\n".join(json.dumps(r) for r in (good, bad_conf, bad_type)).encode()
+
+    at = page("import_export")
+    ok(at.file_uploader(key="ie_upload").set_value(("mixed.jsonl", body, "application/x-ndjson")).run())
+    ok(at.button(key="ie_import").click().run())
+    assert "nothing was written" in texts(at.error)
+    problems = table(at, "index", "message")
+    assert sorted(problems["index"].unique()) == [1, 2]
+    assert set(problems["field"]) == {"confidence", "type"}
+    assert set(problems["id"]) == {"new-bad-1", "new-bad-2"}
+    m = fresh(store)
+    assert len(m.ids()) == count and m.audit_query(limit=0)[0] == audit_total
+
+
+def test_import_of_existing_ids_is_refused_clearly_and_a_good_file_imports(store):
+    sample = json.loads(SAMPLE.read_text())
+    at = page("import_export")
+    ok(at.file_uploader(key="ie_upload").set_value(("dup.json", json.dumps(sample[:2]).encode(), "application/json")).run())
+    ok(at.button(key="ie_import").click().run())
+    assert "already exists" in texts(at.error)
+
+    good = dict(sample[0], id="brand-new-record", audit_log=[], relations=[])
+    ok(at.file_uploader(key="ie_upload").set_value(("one.json", json.dumps([good]).encode(), "application/json")).run())
+    ok(at.button(key="ie_import").click().run())
+    assert "Imported 1 record" in texts(at.success)
+    assert fresh(store).get("brand-new-record").id == "brand-new-record"
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_export_of_a_filter_produces_the_right_count(store, fmt):
+    m = fresh(store)
+    wanted = filter_ids(m, types=["competence"], scopes=["infra-ops"])
+    at = page("import_export")
+    ok(at.radio(key="ie_what").set_value("Filter").run())
+    at.multiselect(key="ie_types").set_value(["competence"])
+    at.multiselect(key="ie_scopes").set_value(["infra-ops"])
+    ok(at.radio(key="ie_format").set_value(fmt).run())
+    ok(at.button(key="ie_prepare").click().run())
+    assert f"Export ready: {len(wanted)} record(s)" in texts(at.success)
+    path = Path(at.session_state["ie_export"]["path"])
+    text = path.read_text()
+    docs = json.loads(text) if fmt == "json" else [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert sorted(d["id"] for d in docs) == sorted(wanted) and 0 < len(wanted) < 221
+
+
+def test_export_of_the_whole_store_and_of_pasted_ids(store):
+    at = page("import_export")
+    ok(at.button(key="ie_prepare").click().run())
+    assert "Export ready: 221 record(s)" in texts(at.success)
+
+    ids = fresh(store).ids()[:3]
+    ok(at.radio(key="ie_what").set_value("Ids").run())
+    ok(at.text_area(key="ie_ids").set_value(f"{ids[0]}, {ids[1]}\n{ids[2]} not-a-real-id").run())
+    assert "not in the store" in texts(at.warning)
+    ok(at.button(key="ie_prepare").click().run())
+    assert "Export ready: 3 record(s)" in texts(at.success)
