@@ -96,8 +96,7 @@ def explainer(record_id: str):
 
 def cards(records: list, offset: int, key: str) -> None:
     for rank, record in enumerate(records, start=offset + 1):
-        st.caption(f"#{rank}")
-        record_card(record, explain=explainer(record.id), key=f"{key}_{rank}")
+        record_card(record, explain=explainer(record.id), key=f"{key}_{rank}", rank=rank)
 
 
 layer_page_key = f"{K}_page_ranked"
@@ -136,7 +135,7 @@ with right:
     for column in LAYER_COLUMNS:
         fig.add_bar(y=counts_frame["layer"], x=counts_frame[column], name=column.replace("_", " "), orientation="h",
                     marker_color=VERDICT_COLORS[column], hovertemplate="%{y}: %{x} " + column.replace("_", " ") + "<extra></extra>")
-    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.2))
+    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.2, traceorder="normal"))
     fig.update_yaxes(autorange="reversed", type="category")
     st.plotly_chart(style(fig, height=60 + 34 * len(counts_frame)), width="stretch", key=f"{K}_bar")
 

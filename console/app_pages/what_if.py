@@ -83,7 +83,7 @@ with left:
     for verdict in ("full", "redacted", "hidden"):
         fig.add_bar(y=["A", "B"], x=[diff.counts_a[verdict], diff.counts_b[verdict]], name=verdict, orientation="h",
                     marker_color=VERDICT_COLORS[verdict], hovertemplate="%{y}: %{x} " + verdict + "<extra></extra>")
-    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.3))
+    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.3, traceorder="normal"))
     fig.update_yaxes(autorange="reversed", type="category")
     st.plotly_chart(style(fig, height=180), width="stretch", key="wi_bar")
 with right:
@@ -113,20 +113,30 @@ st.caption(f"Showing {offset + 1:,}–{offset + len(shown):,} of {n:,} changed r
            "Records hidden under both contexts never appear.")
 
 
-def reasons(record_id: str, trust) -> str:
+def differing_reasons(record_id: str) -> tuple[str, str]:
+    """The engine's reasons on each side that differ from the other side's (what changed the
+    verdict); every reason is shown when a row is selected."""
     try:
-        return "; ".join(m.explain(record_id, trust).reasons)
+        ex_a, ex_b = m.explain(record_id, trust_a), m.explain(record_id, trust_b)
     except NotFoundError:
-        return "(record removed)"
+        return "(record removed)", "(record removed)"
+    only_a = [r for r in ex_a.reasons if r not in ex_b.reasons] or ex_a.reasons
+    only_b = [r for r in ex_b.reasons if r not in ex_a.reasons] or ex_b.reasons
+    return "; ".join(only_a), "; ".join(only_b)
 
 
-rows = [{"id": c.id, "type": c.type, "sensitivity": c.sensitivity, "scope": c.scope or "(unscoped)",
-         "A": c.before, "B": c.after, "why under A": reasons(c.id, trust_a), "why under B": reasons(c.id, trust_b)}
-        for c in shown]
+rows = []
+for c in shown:
+    why_a, why_b = differing_reasons(c.id)
+    rows.append({"id": c.id, "A": c.before, "B": c.after, "why under A": why_a, "why under B": why_b,
+                 "type": c.type, "sensitivity": c.sensitivity, "scope": c.scope or "(unscoped)"})
 event = st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"wi_rows_{offset}_{kind}",
                      on_select="rerun", selection_mode="single-row",
-                     column_config={"why under A": st.column_config.TextColumn(width="large"),
-                                    "why under B": st.column_config.TextColumn(width="large")})
+                     column_config={"id": st.column_config.TextColumn(width="small", pinned=True),
+                                    "A": st.column_config.TextColumn(width="small"),
+                                    "B": st.column_config.TextColumn(width="small"),
+                                    "why under A": st.column_config.TextColumn(width="medium"),
+                                    "why under B": st.column_config.TextColumn(width="medium")})
 picked = event.selection.rows if event is not None and hasattr(event, "selection") else []
 if picked:
     change = shown[picked[0]]

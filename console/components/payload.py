@@ -53,6 +53,18 @@ def as_text(value: Any, limit: int = 300) -> str:
     return clean(text, limit)
 
 
+def human_ms(ms: float) -> str:
+    """Milliseconds as '850 ms', '12.3 s', '41 min' or '2.5 h'."""
+    if ms < 1000:
+        return f"{ms:,.0f} ms"
+    seconds = ms / 1000
+    if seconds < 120:
+        return f"{seconds:,.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:,.0f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
 def table(rows: list[dict[str, Any]], empty: str = "none", key: str | None = None) -> None:
     """Rows as an inert dataframe of text cells (mixed JSON values never upset Arrow)."""
     if not rows:
@@ -80,7 +92,8 @@ def json_block(label: str, value: Any, expanded: bool = False) -> None:
     if value in (None, {}, []):
         return
     st.markdown(f"**{label}**")
-    st.json(_jsonable(value), expanded=expanded)
+    data = _jsonable(value)
+    st.json(data, expanded=expanded or len(json.dumps(data)) <= 400)
 
 
 def _jsonable(value: Any) -> Any:
@@ -122,7 +135,7 @@ def graph(nodes: list[tuple[str, str]], edges: list[tuple[str, str, str]], rankd
     if len(nodes) > MAX_GRAPH_NODES:
         st.caption(f"{len(nodes):,} nodes: too many to draw; see the table below.")
         return
-    st.graphviz_chart(dag_dot(nodes, edges, rankdir), width="stretch")
+    st.graphviz_chart(dag_dot(nodes, edges, rankdir), width="content")
 
 
 # --------------------------------------------------------------------------- per type
@@ -196,7 +209,7 @@ def _competence(p: Any) -> None:
         cols[2].metric("Observed success", f"{perf.success_count / runs:.0%}" if runs else "—",
                        help=f"{perf.success_count} successes, {perf.failure_count} failures "
                             f"(stored success_rate {perf.success_rate:.2f} is not used by the selector)")
-        cols[3].metric("Avg latency", f"{perf.avg_latency_ms:,.0f} ms")
+        cols[3].metric("Avg latency", human_ms(perf.avg_latency_ms))
         if perf.last_used_at:
             field_line("Last used", perf.last_used_at)
     else:
@@ -224,7 +237,7 @@ def _plan_graph(p: Any) -> None:
         cols = st.columns(4)
         cols[0].metric("Executions", f"{m.execution_count:,}")
         cols[1].metric("Failure rate", f"{m.failure_rate:.0%}")
-        cols[2].metric("Avg latency", f"{m.avg_latency_ms:,.0f} ms")
+        cols[2].metric("Avg latency", human_ms(m.avg_latency_ms))
         cols[3].metric("Last executed", format_time(m.last_executed_at)[:16] if m.last_executed_at else "—")
     st.markdown(f"**Graph** ({len(p.nodes)} nodes, {len(p.edges)} edges; solid: data, dashed: control)")
     graph([(n.id, f"{n.id}: {n.op}") for n in p.nodes], [(e.from_, e.to, e.kind.value) for e in p.edges])

@@ -57,12 +57,15 @@ def show_explanation(explanation: Explanation) -> None:
 
 def record_card(record: MemoryRecord, verdict: str | None = None,
                 explain: Callable[[], Explanation] | None = None, key: str = "",
-                on_open: Callable[[str], None] | None = None) -> None:
-    """Draw one record. ``verdict`` defaults to redacted/full from the record itself."""
+                on_open: Callable[[str], None] | None = None, rank: int | None = None) -> None:
+    """Draw one record. ``verdict`` defaults to redacted/full from the record itself; ``rank``
+    (optional) is shown before the badge."""
     verdict = verdict or ("redacted" if record.redacted else "full")
     with st.container(border=True):
-        head = st.columns([1.1, 5, 1])
+        head = st.columns([1.1, 5, 1], vertical_alignment="center")
         with head[0]:
+            if rank is not None:
+                st.markdown(f"**#{rank}**")
             verdict_badge(verdict)
         head[1].code(record.id, language=None)
         if explain is not None:

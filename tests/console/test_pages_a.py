@@ -1,0 +1,317 @@
+"""Page tests for the overview, trust simulator, what-if and record explorer pages.
+
+Each page script runs on its own with AppTest against a temporary SQLite store loaded with
+the bundled sample store; the engine is asked independently for the numbers the page must show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from membrane_engine import Membrane, RetrieveRequest, TrustContext
+from membrane_engine.explorer import Filters, search
+from membrane_engine.whatif import compare
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "sample_data" / "membrane_sample.json"
+SAMPLE_NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)  # the sample store's "now" (tests/conftest.py)
+PAGES = ROOT / "console" / "app_pages"
+AS_OF = "2026-11-20T12:00:00Z"
+TIMEOUT = 90
+
+# Ids from sample_data/README.md (selector scenario and supersede chains).
+FLAKY_V1 = "09f925eb-cd63-5333-82f8-d7d8398aac1d"  # competence, low, project-alpha
+
+
+@pytest.fixture(scope="module")
+def sample_url(tmp_path_factory) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('pages_a') / 'sample.db'}"
+    m = Membrane.open(url, load_sample=False)
+    m.import_file(SAMPLE)
+    m.close()
+    yield url
+
+
+@pytest.fixture
+def engine(sample_url: str) -> Iterator[Membrane]:
+    m = Membrane.open(sample_url, load_sample=False)
+    yield m
+    m.close()
+
+
+@pytest.fixture(autouse=True)
+def store_env(sample_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("MEMBRANE_DB_URL", sample_url)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    yield
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+def page(name: str) -> AppTest:
+    return AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT)
+
+
+def metric(at: AppTest, label: str) -> str:
+    for m in at.metric:
+        if m.label == label:
+            return m.value
+    raise AssertionError(f"no metric {label!r} among {[m.label for m in at.metric]}")
+
+
+def texts(at: AppTest) -> list[str]:
+    """Every piece of text the page shows, tables included."""
+    out = [e.value for e in at.markdown] + [e.value for e in at.text] + [e.value for e in at.code]
+    out += [e.value for e in at.caption] + [str(e.value) for e in at.json]
+    for frame in at.dataframe:
+        out.append(frame.value.to_csv())
+    return out
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def simulate(engine: Membrane, **kw) -> object:
+    trust = TrustContext(max_sensitivity=kw.pop("max_sensitivity"), authenticated=True, actor_id="agent-1",
+                         scopes=kw.pop("scopes", []))
+    return engine.simulate(RetrieveRequest(trust=trust, as_of=SAMPLE_NOW, **kw))
+
+
+# ---------------------------------------------------------------------------- overview
+
+
+def test_overview_shows_engine_metrics_and_charts(engine: Membrane) -> None:
+    at = page("overview").run()
+    no_exception(at)
+    metrics = engine.metrics()
+    assert metric(at, "Records") == f"{metrics['total_records']:,}"
+    assert metric(at, "Audit entries") == f"{metrics['total_audit_entries']:,}"
+    assert metric(at, "Pinned") == f"{metrics['pinned_records']:,}"
+    charts = at.get("plotly_chart")
+    assert len(charts) == 4  # heatmap, scopes, salience histogram, audit activity
+    # The heatmap holds the type x sensitivity counts (the store has episodic/low records).
+    heat = charts[0].proto.spec
+    assert '"Heatmap"' in heat or '"heatmap"' in heat
+    assert engine.url in [c.value for c in at.code]
+
+
+def test_overview_salience_follows_as_of(engine: Membrane) -> None:
+    at = page("overview")
+    at.run()
+    at.datetime_input(key="overview_as_of").set_value(SAMPLE_NOW.replace(tzinfo=None)).run()
+    no_exception(at)
+    expected = engine.metrics(as_of=SAMPLE_NOW)
+    assert metric(at, "Avg salience") == f"{expected['avg_salience']:.3f}"
+    assert metric(at, "Active (S > 0)") == f"{expected['active_records']:,}"
+
+
+def test_app_default_page_is_overview() -> None:
+    at = AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT).run()
+    no_exception(at)
+    assert [t.value for t in at.title] == ["Overview"]
+
+
+# ---------------------------------------------------------------------------- simulator
+
+
+def sim_page(**query: str) -> AppTest:
+    at = page("simulator")
+    at.query_params.update({"as_of": AS_OF, **query})
+    return at.run()
+
+
+def test_simulator_lowering_max_sensitivity_redacts(engine: Membrane) -> None:
+    at = sim_page(max_sensitivity="medium", scopes="project-alpha", limit="20")
+    no_exception(at)
+    medium = simulate(engine, max_sensitivity="medium", scopes=["project-alpha"], limit=20)
+    low = simulate(engine, max_sensitivity="low", scopes=["project-alpha"], limit=20)
+    full_medium = sum(c.full for c in medium.counts.values())
+    full_low = sum(c.full for c in low.counts.values())
+    assert metric(at, "Full") == f"{full_medium:,}"
+    assert metric(at, "Redacted") == f"{sum(c.redacted for c in medium.counts.values()):,}"
+    # A medium record the medium context sees in full is on the first page of results.
+    shown = [r for r in medium.response.records[:10] if r.sensitivity.value == "medium" and not r.redacted]
+    assert shown, "the sample store should rank a medium project-alpha record in the first ten"
+    before = texts(at)
+    assert not any("sensitivity medium is one level above max low: redacted" in t for t in before)
+
+    at.select_slider(key="sim_max_sensitivity").set_value("low").run()
+    no_exception(at)
+    assert full_low < full_medium
+    assert metric(at, "Full") == f"{full_low:,}"
+    assert metric(at, "Redacted") == f"{sum(c.redacted for c in low.counts.values()):,}"
+    after = texts(at)
+    # The engine's explanation under the card now says redacted, and the card is metadata only.
+    assert any("sensitivity medium is one level above max low: redacted" in t for t in after)
+    assert any("Redacted: metadata only" in t for t in after)
+    assert at.query_params["max_sensitivity"] in ("low", ["low"])
+
+
+def test_simulator_url_restores_the_simulation(engine: Membrane) -> None:
+    at = sim_page(max_sensitivity="low", scopes="project-alpha", memory_types="competence", limit="5",
+                  min_salience="0", task="debug flaky pytest", actor_id="kestrel", authenticated="false")
+    no_exception(at)
+    assert at.select_slider(key="sim_max_sensitivity").value == "low"
+    assert at.multiselect(key="sim_scopes").value == ["project-alpha"]
+    assert at.multiselect(key="sim_types").value == ["competence"]
+    assert at.number_input(key="sim_limit").value == 5
+    assert at.text_input(key="sim_task").value == "debug flaky pytest"
+    assert at.text_input(key="sim_actor_id").value == "kestrel"
+    assert at.checkbox(key="sim_authenticated").value is False
+    # The selector scenario of the sample README: max low -> v1 alone, confidence 0.87278.
+    assert metric(at, "Confidence") == "0.873"
+    assert metric(at, "Needs more") == "no"
+    assert metric(at, "Returned") == "1"
+    assert FLAKY_V1 in [c.value for c in at.code]
+    # The page writes the simulation back into the URL.
+    q = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert q["max_sensitivity"] == "low" and q["memory_types"] == "competence" and q["as_of"] == AS_OF
+
+
+def test_simulator_empty_scopes_in_url_means_every_scope(engine: Membrane) -> None:
+    at = sim_page(max_sensitivity="hyper", scopes="")
+    no_exception(at)
+    assert at.multiselect(key="sim_scopes").value == []
+    assert metric(at, "Hidden") == "0"
+    assert any("sees every scope" in w.value for w in at.warning)
+
+
+def test_simulator_warns_about_bad_url_parameters() -> None:
+    at = sim_page(max_sensitivity="ultra", limit="lots", as_of="yesterday")
+    no_exception(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert "max\\_sensitivity" in warnings or "max_sensitivity" in warnings
+    assert "ultra" in warnings and "lots" in warnings and "yesterday" in warnings
+    assert at.select_slider(key="sim_max_sensitivity").value == "medium"  # the default, not the bad value
+
+
+def test_simulator_never_shows_sensitive_content_to_a_medium_context() -> None:
+    # Every high and hyper payload in the sample store carries an uppercase FAKE canary.
+    at = sim_page(max_sensitivity="medium", scopes="", limit="0")
+    no_exception(at)
+    assert int(metric(at, "Redacted").replace(",", "")) > 0
+    for layer in ("working", "semantic", "competence", "episodic"):
+        at.session_state["sim_view"] = next(t.label for t in at.tabs if t.label.startswith(layer))
+        at.run()
+        no_exception(at)
+        leaked = [t for t in texts(at) if "fake" in t.lower()]
+        assert not leaked, leaked[:3]
+
+
+# ---------------------------------------------------------------------------- what-if
+
+
+def test_what_if_lists_records_whose_verdict_changes(engine: Membrane) -> None:
+    at = page("what_if").run()
+    no_exception(at)
+    a = TrustContext(max_sensitivity="medium", authenticated=True, actor_id="agent-1")
+    b = TrustContext(max_sensitivity="high", authenticated=True, actor_id="agent-1")
+    diff = compare(engine, a, b, limit=0)
+    assert diff.changed > 0
+    assert metric(at, "Verdict changes") == f"{diff.changed:,}"
+    rows = at.dataframe[-1].value
+    assert len(rows) == min(diff.changed, 25)
+    assert (rows["A"] != rows["B"]).all()
+    assert set(zip(rows["A"], rows["B"])) <= {("redacted", "full"), ("hidden", "redacted")}
+    assert rows["why under B"].str.contains("within max high").any()
+    # Both contexts have no scopes: both are warned about.
+    assert sum("sees every scope" in w.value for w in at.warning) == 2
+
+    # Narrow B to one scope: records of other scopes are lost, and explained as such.
+    at.multiselect(key="wb_scopes").set_value(["project-alpha"]).run()
+    no_exception(at)
+    b2 = TrustContext(max_sensitivity="high", authenticated=True, actor_id="agent-1", scopes=["project-alpha"])
+    diff2 = compare(engine, a, b2, limit=0)
+    assert metric(at, "Verdict changes") == f"{diff2.changed:,}"
+    assert ("full", "hidden") in diff2.transitions
+    assert sum("sees every scope" in w.value for w in at.warning) == 1
+    at.selectbox(key="wi_kind").set_value("full → hidden").run()
+    no_exception(at)
+    rows = at.dataframe[-1].value
+    assert (rows["A"] == "full").all() and (rows["B"] == "hidden").all()
+    assert rows["why under B"].str.contains("not in \\[project-alpha\\]: hidden").all()
+
+
+def test_what_if_identical_contexts_have_no_changes() -> None:
+    at = page("what_if").run()
+    at.button(key="wi_copy").click().run()
+    no_exception(at)
+    assert metric(at, "Verdict changes") == "0"
+    assert any("exactly the same" in s.value for s in at.success)
+
+
+# ---------------------------------------------------------------------------- record explorer
+
+
+def test_explorer_filters_narrow_the_count(engine: Membrane) -> None:
+    at = page("records").run()
+    no_exception(at)
+    total = engine.count()
+    assert metric(at, "Matching records") == f"{total:,}"
+    at.multiselect(key="rx_types").set_value(["plan_graph"]).run()
+    no_exception(at)
+    plans = search(engine, Filters(types=["plan_graph"]), limit=0)[0]
+    assert 0 < plans < total
+    assert metric(at, "Matching records") == f"{plans:,}"
+    assert set(at.dataframe[0].value["type"]) == {"plan_graph"}
+
+    at.multiselect(key="rx_types").set_value([]).run()
+    at.text_input(key="rx_text").set_value("flaky").run()
+    no_exception(at)
+    flaky = search(engine, Filters(text="flaky"), limit=0)[0]
+    assert 0 < flaky < total
+    assert metric(at, "Matching records") == f"{flaky:,}"
+    at.multiselect(key="rx_status").set_value(["contested"]).run()
+    contested = search(engine, Filters(text="flaky", statuses=["contested"]), limit=0)[0]
+    assert contested < flaky
+    assert metric(at, "Matching records") == f"{contested:,}"
+
+
+def test_explorer_opens_a_record_with_its_payload() -> None:
+    at = page("records").run()
+    at.text_input(key="rx_id_box").set_value(FLAKY_V1).run()
+    no_exception(at)
+    assert at.query_params.get("id") in (FLAKY_V1, [FLAKY_V1])
+    shown = texts(at)
+    assert any("debug flaky pytest e2e test" in t for t in shown)  # skill name
+    assert any("Recipe" in t for t in shown)
+    assert any(t.label.startswith("Audit trail (") for t in at.tabs)
+    # Relations are links that open the related record.
+    links = [b for b in at.button if b.label.startswith("↗")]
+    assert links
+    target = links[0]
+    target.click().run()
+    no_exception(at)
+    opened = at.query_params.get("id")
+    assert opened not in (FLAKY_V1, [FLAKY_V1])
+
+
+def test_explorer_opens_a_plan_from_the_url_and_draws_its_graph(engine: Membrane) -> None:
+    _, plans = search(engine, Filters(types=["plan_graph"]), limit=1, sort="id")
+    plan = plans[0]
+    at = page("records")
+    at.query_params["id"] = plan.id
+    at.run()
+    no_exception(at)
+    graphs = at.get("graphviz_chart")
+    assert len(graphs) == 1
+    spec = graphs[0].proto.spec
+    for node in plan.payload.nodes:
+        assert node.id in spec
+    assert spec.count("->") == len(plan.payload.edges)
+
+
+def test_explorer_unknown_id_is_an_error_not_an_exception() -> None:
+    at = page("records")
+    at.query_params["id"] = "no-such-record"
+    at.run()
+    no_exception(at)
+    assert any("No live record" in e.value for e in at.error)
