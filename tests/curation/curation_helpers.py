@@ -86,20 +86,22 @@ class Raw:
         self.url = url
         self.sqlite_path = url.split("///", 1)[1] if url.startswith("sqlite") else None
 
-    def execute(self, *statements: str) -> None:
+    def execute(self, *statements: str | tuple[str, dict[str, Any]]) -> None:
+        """Statements, each SQL text or (SQL with :name parameters, params), in one transaction."""
+        pairs = [(s, {}) if isinstance(s, str) else s for s in statements]
         if self.sqlite_path:
             con = sqlite3.connect(self.sqlite_path)
             try:
-                for s in statements:
-                    con.execute(s)
+                for sql, params in pairs:
+                    con.execute(sql, params)
                 con.commit()
             finally:
                 con.close()
         else:
             engine = create_engine(self.url)
             with engine.begin() as conn:
-                for s in statements:
-                    conn.execute(text(s))
+                for sql, params in pairs:
+                    conn.execute(text(sql), params)
             engine.dispose()
 
     def query(self, statement: str) -> list[tuple]:
