@@ -601,12 +601,12 @@ def plan_restore(v: _View, now: datetime, id: str, actor: str, rationale: str) -
     return b.build()
 
 
-def plan_prune(v: _View, now: datetime, actor: str, rationale: str, as_of: datetime | None = None,
-               dry_run: bool = True) -> CurationPlan:
-    """Eligible: not pinned, policy auto_prune, S(as_of) < PRUNE_THRESHOLD. Candidates come from
-    the column cache snapshot (plus rows changed since it was taken); only they are loaded, and
-    eligibility is confirmed on their stored rows."""
-    actor, rationale = _who(actor, rationale)
+def _prunable(v: _View, now: datetime, as_of: datetime | None
+              ) -> tuple[datetime, dict[str, StoredRow], dict[str, MemoryRecord], list[tuple[str, float]]]:
+    """Prune eligibility: not pinned, policy auto_prune, S(as_of) < PRUNE_THRESHOLD. Candidates
+    come from the column cache snapshot (plus rows changed since it was taken); only they are
+    loaded, and eligibility is confirmed on their stored rows. Returns (as_of, rows, records,
+    [(id, S(as_of))] of the eligible ones, sorted by id)."""
     when = now if as_of is None else _when(as_of, "as_of")
     t = to_epoch(when)
     snap = v.snapshot
@@ -625,6 +625,15 @@ def plan_prune(v: _View, now: datetime, actor: str, rationale: str, as_of: datet
                 if not recs[rid].lifecycle.pinned
                 and recs[rid].lifecycle.deletion_policy == DeletionPolicy.AUTO_PRUNE
                 and s < PRUNE_THRESHOLD]
+    return when, rows, recs, eligible
+
+
+def plan_prune(v: _View, now: datetime, actor: str, rationale: str, as_of: datetime | None = None,
+               dry_run: bool = True) -> CurationPlan:
+    """Archive every eligible record (see ``_prunable``); ``result`` is the list of their ids.
+    ``dry_run`` does not change the plan (the operation decides whether to apply it)."""
+    actor, rationale = _who(actor, rationale)
+    when, rows, recs, eligible = _prunable(v, now, as_of)
     logs = v.logs([rid for rid, _ in eligible]) if eligible else {}
     b = _Builder("prune", now)
     stamp = format_time(when)
@@ -770,8 +779,11 @@ class CurationMixin:
     def prune(self, actor: str, rationale: str, as_of: datetime | None = None, dry_run: bool = True) -> list[str]:
         """Archive every record that is not pinned, has policy auto_prune and S(as_of) < 0.001.
         Returns the ids pruned, or with ``dry_run`` (the default) the ids that would be."""
-        if dry_run:
-            return list(self.preview("prune", actor, rationale, as_of=as_of).result)
+        if dry_run:  # the eligibility the plan uses, without building the archive plan
+            _who(actor, rationale)
+            snapshot = self.columns.current()  # type: ignore[attr-defined]
+            with self.store.read() as conn:
+                return [rid for rid, _ in _prunable(_View(self.store, conn, False, snapshot), self.now(), as_of)[3]]
         return list(self._curate("prune", actor, rationale, as_of=as_of).result)
 
     def archived_ids(self) -> list[str]:
