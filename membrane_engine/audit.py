@@ -26,7 +26,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
 from .schema import AuditAction, AuditEntry, format_time, parse_time, to_epoch
-from .store import archive, audit_entries, records
+from .store import archive, audit_entries, insert_tuples, records
 
 GENESIS = "0" * 64
 
@@ -121,10 +121,14 @@ def append_batch(conn: Connection, entries: list[dict[str, Any]]) -> dict[str, s
     return {rid: head_seal(rid, *last[rid]) for rid in ids}
 
 
+_ENTRY_COLUMNS = ("record_id", "position", "action", "actor", "timestamp", "ts", "rationale", "details",
+                  "prev_hash", "hash")
+
+
 def append_many(conn: Connection, rows: list[dict[str, Any]]) -> dict[str, str]:
     """Bulk append for imports of new records: ``rows`` of (record_id, action, actor,
-    timestamp, rationale) in chain order per record, for records with no entries yet. Returns
-    each record's chain head."""
+    timestamp, rationale, and optionally ``ts``, the timestamp's epoch seconds) in chain order
+    per record, for records with no entries yet. Returns each record's chain head."""
     heads: dict[str, str] = {}
     positions: dict[str, int] = {}
     out = []
@@ -133,14 +137,15 @@ def append_many(conn: Connection, rows: list[dict[str, Any]]) -> dict[str, str]:
         position = positions.get(rid, 0)
         prev = heads.get(rid, GENESIS)
         stamp = row["timestamp"]
+        ts = row.get("ts")
+        if ts is None:
+            ts = to_epoch(parse_time(stamp))
         digest = entry_hash(prev, rid, position, row["action"], row["actor"], stamp, row["rationale"], None)
-        out.append({"record_id": rid, "position": position, "action": row["action"], "actor": row["actor"],
-                    "timestamp": stamp, "ts": to_epoch(parse_time(stamp)), "rationale": row["rationale"],
-                    "details": None, "prev_hash": prev, "hash": digest})
+        out.append((rid, position, row["action"], row["actor"], stamp, ts, row["rationale"], None, prev, digest))
         heads[rid] = digest
         positions[rid] = position + 1
     if out:
-        conn.execute(audit_entries.insert(), out)
+        insert_tuples(conn, audit_entries, _ENTRY_COLUMNS, out)
     return {rid: head_seal(rid, positions[rid] - 1, digest) for rid, digest in heads.items()}
 
 

@@ -8,11 +8,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy.engine import Connection
 
 from .errors import AlreadyExistsError, ValidationError
 from .salience import anchor_of
-from .schema import MemoryRecord, format_time, validate_record
+from .schema import MemoryRecord, format_time, to_epoch, validate_record
 from .store import Store, record_row
 
 MAX_RECORD_BYTES = 8 * 1024 * 1024  # one record's JSON; larger ones are refused, not stored
@@ -61,11 +62,23 @@ def _index_of(location: str) -> int:
         return -1
 
 
+def _json_size(item: dict[str, Any]) -> int:
+    """Bytes of an item's JSON (compact UTF-8; orjson, else the json module for what orjson
+    cannot write, such as integers beyond 64 bits)."""
+    try:
+        return len(orjson.dumps(item, default=str, option=orjson.OPT_NON_STR_KEYS))
+    except (TypeError, ValueError):
+        return len(json.dumps(item, default=str, separators=(",", ":"), ensure_ascii=False).encode())
+
+
 @dataclass
 class PreparedImport:
     records: list[MemoryRecord] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     audit: list[dict[str, Any]] = field(default_factory=list)
+    # audit_end[i]: end of row i's entries in ``audit`` (they are in row order), so a batch of
+    # rows finds its entries by slicing.
+    audit_end: list[int] = field(default_factory=list)
 
 
 def prepare_import(items: list[Any], store: Store, conn: Connection, now: datetime, actor: str) -> PreparedImport:
@@ -77,7 +90,7 @@ def prepare_import(items: list[Any], store: Store, conn: Connection, now: dateti
     for index, item in enumerate(items):
         try:
             if isinstance(item, dict):
-                size = len(json.dumps(item, default=str))
+                size = _json_size(item)
                 if size > MAX_RECORD_BYTES:
                     raise ValidationError(f"record is {size} bytes; the limit is {MAX_RECORD_BYTES}",
                                           [("record", f"{size} bytes")])
@@ -124,15 +137,18 @@ def prepare_import(items: list[Any], store: Store, conn: Connection, now: dateti
 
     prepared = PreparedImport(records=records)
     stamp_now = format_time(now)
+    ts_now = to_epoch(now)
+    rows_append, audit_append, end_append = prepared.rows.append, prepared.audit.append, prepared.audit_end.append
     for r in records:
         s_a, a = anchor_of(r)
-        row = record_row(r, s_a, a, None)
-        prepared.rows.append(row)
+        rows_append(record_row(r, s_a, a, None, validated=True))
         if r.audit_log:
             for e in r.audit_log:
-                prepared.audit.append({"record_id": r.id, "action": e.action.value, "actor": e.actor,
-                                       "timestamp": format_time(e.timestamp), "rationale": e.rationale})
+                audit_append({"record_id": r.id, "action": e.action.value, "actor": e.actor,
+                              "timestamp": format_time(e.timestamp), "ts": to_epoch(e.timestamp),
+                              "rationale": e.rationale})
         else:
-            prepared.audit.append({"record_id": r.id, "action": "create", "actor": actor,
-                                   "timestamp": stamp_now, "rationale": "imported without an audit log"})
+            audit_append({"record_id": r.id, "action": "create", "actor": actor, "timestamp": stamp_now,
+                          "ts": ts_now, "rationale": "imported without an audit log"})
+        end_append(len(prepared.audit))
     return prepared

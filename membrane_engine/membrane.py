@@ -93,17 +93,21 @@ class Membrane(CurationMixin):
         items = list(items)
         with self.store.write() as conn:
             prepared = prepare_import(items, self.store, conn, self.now(), actor)
+            del items
             done = 0
-            for start in range(0, len(prepared.rows), IMPORT_BATCH):
-                batch = prepared.rows[start:start + IMPORT_BATCH]
-                ids = {r["id"] for r in batch}
-                heads = audit.append_many(conn, [e for e in prepared.audit if e["record_id"] in ids])
-                for row in batch:
-                    row["audit_head"] = heads.get(row["id"])
-                self.store.insert_rows(conn, batch)
-                done += len(batch)
-                if progress:
-                    progress(done, len(prepared.rows))
+            total = len(prepared.rows)
+            with self.store.bulk(conn, total):
+                for start in range(0, total, IMPORT_BATCH):
+                    end = min(total, start + IMPORT_BATCH)
+                    batch = prepared.rows[start:end]
+                    entries = prepared.audit[prepared.audit_end[start - 1] if start else 0:prepared.audit_end[end - 1]]
+                    heads = audit.append_many(conn, entries)
+                    for row in batch:
+                        row["audit_head"] = heads.get(row["id"])
+                    self.store.insert_rows(conn, batch)
+                    done += len(batch)
+                    if progress:
+                        progress(done, total)
         return len(prepared.rows)
 
     def import_file(self, path: str | Path, actor: str = "import",

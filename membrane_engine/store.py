@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     Boolean,
     Column,
@@ -143,6 +144,45 @@ SCALAR_COLUMNS = (
 )
 
 
+BULK_ROWS = 5000  # imports at least this large get Store.bulk() settings
+BULK_CACHE_KIB = -262144  # SQLite page cache during a bulk write (negative: KiB), 256 MiB
+RECORD_COLUMNS = tuple(c.name for c in records.columns)
+_ROW_DEFAULTS = {"scope": "", "tags": "[]"}
+
+
+def insert_tuples(conn: Connection, table: Table, columns: Sequence[str], rows: list[tuple]) -> None:
+    """Bulk insert of plain tuples through the driver, inside the caller's transaction: one
+    ``executemany`` on SQLite, ``COPY ... FROM STDIN`` on PostgreSQL (psycopg 3); other drivers
+    go through SQLAlchemy. Values must already be what the column stores (no type processing:
+    floats, ints, bools, str, None)."""
+    if not rows:
+        return
+    dialect = conn.dialect.name
+    names = ", ".join(columns)
+    if dialect == "sqlite":
+        statement = f"INSERT INTO {table.name} ({names}) VALUES ({', '.join('?' * len(columns))})"
+    elif dialect == "postgresql" and conn.dialect.driver == "psycopg":
+        statement = f"COPY {table.name} ({names}) FROM STDIN"
+    else:
+        conn.execute(table.insert(), [dict(zip(columns, row)) for row in rows])
+        return
+    dbapi = conn.dialect.loaded_dbapi
+    try:
+        if dialect == "sqlite":
+            cur = conn.connection.driver_connection.cursor()
+            try:
+                cur.executemany(statement, rows)
+            finally:
+                cur.close()
+        else:
+            with conn.connection.driver_connection.cursor() as cur, cur.copy(statement) as copy:
+                write = copy.write_row
+                for row in rows:
+                    write(row)
+    except dbapi.Error as exc:  # the same exception classes SQLAlchemy would have raised
+        raise DBAPIError.instance(statement, None, exc, dbapi.Error, dialect=conn.dialect) from exc
+
+
 def default_url() -> str:
     return os.environ.get("MEMBRANE_DB_URL") or f"sqlite:///{DEFAULT_DB_PATH}"
 
@@ -165,14 +205,41 @@ def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def record_row(record: MemoryRecord, anchor_salience: float, anchor_at: float, audit_head: str | None) -> dict[str, Any]:
-    """The row of a record, with the anchor written into its lifecycle as well (the doc is
-    what reads return; the columns are what queries use: both come from here)."""
+# orjson writes an aware UTC datetime exactly as schema.format_time does ("...Z", microseconds
+# only when non-zero); naive ones are taken as UTC, as format_time does.
+_ORJSON_TIME = orjson.OPT_UTC_Z | orjson.OPT_NAIVE_UTC
+
+
+def _doc_text(record: MemoryRecord, anchor_salience: float, anchor_at: float, validated: bool) -> str:
+    anchor_stamp = format_time(datetime.fromtimestamp(anchor_at, timezone.utc))
+    if validated:
+        # Fast path for records that just came out of validation (every datetime is aware UTC):
+        # pydantic's python-mode dump plus orjson is several times cheaper than the JSON-mode
+        # dump, whose datetime serializer is a Python call per timestamp. Same JSON either way
+        # (tests/scale checks it); values orjson cannot write (ints beyond 64 bits, non-string
+        # keys) fall back to the general path.
+        try:
+            doc = record.model_dump(mode="python", by_alias=True)
+            doc["audit_log"] = []
+            doc.pop("redacted", None)
+            doc["lifecycle"]["anchor_salience"] = anchor_salience
+            doc["lifecycle"]["anchor_at"] = anchor_stamp
+            return orjson.dumps(doc, option=_ORJSON_TIME).decode()
+        except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+            pass
     doc = record.to_json_dict()
     doc["audit_log"] = []
     doc.pop("redacted", None)
     doc["lifecycle"]["anchor_salience"] = anchor_salience
-    doc["lifecycle"]["anchor_at"] = format_time(datetime.fromtimestamp(anchor_at, timezone.utc))
+    doc["lifecycle"]["anchor_at"] = anchor_stamp
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+
+def record_row(record: MemoryRecord, anchor_salience: float, anchor_at: float, audit_head: str | None,
+               *, validated: bool = False) -> dict[str, Any]:
+    """The row of a record, with the anchor written into its lifecycle as well (the doc is
+    what reads return; the columns are what queries use: both come from here). ``validated``:
+    the record was just built by validation (not edited since), which allows a faster dump."""
     decay = record.lifecycle.decay
     payload = record.payload
     status = None
@@ -202,7 +269,7 @@ def record_row(record: MemoryRecord, anchor_salience: float, anchor_at: float, a
         "runs": _runs(record),
         "status": status,
         "tags": json.dumps(record.tags),
-        "doc": json.dumps(doc, separators=(",", ":"), ensure_ascii=False),
+        "doc": _doc_text(record, anchor_salience, anchor_at, validated),
         "audit_head": audit_head,
     }
 
@@ -356,8 +423,9 @@ class Store:
 
     def insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         if rows:
-            conn.execute(records.insert(), rows)
-            conn.execute(changes.insert(), [{"record_id": r["id"]} for r in rows])
+            insert_tuples(conn, records, RECORD_COLUMNS, [tuple(r.get(c, _ROW_DEFAULTS.get(c)) for c in RECORD_COLUMNS)
+                                                          for r in rows])
+            insert_tuples(conn, changes, ("record_id",), [(r["id"],) for r in rows])
 
     def update_row(self, conn: Connection, row: dict[str, Any]) -> None:
         values = {k: v for k, v in row.items() if k != "id"}
@@ -370,6 +438,20 @@ class Store:
     def remove_row(self, conn: Connection, record_id: str) -> None:
         conn.execute(records.delete().where(records.c.id == record_id))
         conn.execute(changes.insert().values(record_id=record_id))
+
+    @contextmanager
+    def bulk(self, conn: Connection, rows: int) -> Iterator[None]:
+        """Settings for a large write inside ``conn``'s transaction: on SQLite a page cache big
+        enough that index inserts stop re-reading pages (restored afterwards). No-op elsewhere."""
+        if not self.is_sqlite or rows < BULK_ROWS:
+            yield
+            return
+        before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
+        conn.exec_driver_sql(f"PRAGMA cache_size = {BULK_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
 
     # archive ------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""Benchmarks: a deterministic store generator (``bench.generate``) and the runner (``bench.run``)."""
