@@ -205,10 +205,29 @@ class Problem:
         return f"record {self.record_id}, {where}: {self.problem}"
 
 
+def _consistent_snapshot(conn: Connection) -> None:
+    """On PostgreSQL, make this read transaction REPEATABLE READ when nothing has run in it yet:
+    under READ COMMITTED each statement sees its own snapshot, and a chain head read before a
+    concurrent append would not match the entries read after it. (SQLite read transactions
+    already see one snapshot.)"""
+    if conn.dialect.name != "postgresql":
+        return
+    try:
+        from psycopg.pq import TransactionStatus
+
+        idle = conn.connection.driver_connection.info.transaction_status == TransactionStatus.IDLE
+    except (ImportError, AttributeError):
+        return
+    if idle:
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
 def verify(conn: Connection) -> list[Problem]:
     """Walk every chain; report edited, deleted, reordered, inserted or truncated entries, heads
     that do not seal their chain, and archived copies of a log that differ from the chain.
-    Problems come sorted by record id, then position."""
+    Problems come sorted by record id, then position. Reads one consistent snapshot (see
+    ``_consistent_snapshot``), so writers committing meanwhile cause no false reports."""
+    _consistent_snapshot(conn)
     keyed = _key() is not None
     expected_scheme = "hmac-sha256" if keyed else "sha256"
     heads: dict[str, str | None] = dict(conn.execute(select(records.c.id, records.c.audit_head)).all())

@@ -42,7 +42,6 @@ from .schema import (
     Sensitivity,
     as_utc,
     format_time,
-    parse_time,
     to_epoch,
     validate_record,
 )

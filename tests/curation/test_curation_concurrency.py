@@ -8,7 +8,6 @@ import multiprocessing
 import threading
 
 import curation_workers
-import pytest
 from curation_helpers import semantic
 
 from membrane_engine import Membrane
@@ -38,9 +37,19 @@ def check(m: Membrane, n: int) -> None:
     assert m.verify_audit() == []
 
 
-def run_threads(target) -> None:
+def run_threads(target, verifier: Membrane | None = None) -> list:
+    """Run ``target(k)`` in THREADS threads; with ``verifier``, verify the audit chain over and over
+    meanwhile and return every non-empty report (a consistent read never sees a half-done op)."""
     errors: list[BaseException] = []
+    reports: list = []
     barrier = threading.Barrier(THREADS)
+    done = threading.Event()
+
+    def verify_loop() -> None:
+        while not done.is_set():
+            problems = verifier.verify_audit()
+            if problems:
+                reports.append(problems)
 
     def body(k: int) -> None:
         try:
@@ -50,11 +59,18 @@ def run_threads(target) -> None:
             errors.append(exc)
 
     threads = [threading.Thread(target=body, args=(k,)) for k in range(THREADS)]
+    checker = threading.Thread(target=verify_loop) if verifier is not None else None
     for t in threads:
         t.start()
+    if checker:
+        checker.start()
     for t in threads:
         t.join(120)
+    done.set()
+    if checker:
+        checker.join(60)
     assert not errors, errors
+    return reports
 
 
 def test_threads_shared_and_own_membranes(store_url):
@@ -68,7 +84,9 @@ def test_threads_shared_and_own_membranes(store_url):
         for i in range(PER_THREAD):
             handles[k].reinforce("hot", f"thread-{k}", f"use {i}", gain=GAIN)
 
-    run_threads(work)
+    watcher = Membrane.open(store_url, load_sample=False)
+    assert run_threads(work, verifier=watcher) == []
+    watcher.close()
     check(m, THREADS * PER_THREAD)
     actors = {r.entry.actor for r in m.audit_rows("hot")}
     assert {f"thread-{k}" for k in range(THREADS)} <= actors
