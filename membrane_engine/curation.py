@@ -588,8 +588,8 @@ def plan_restore(v: _View, now: datetime, id: str, actor: str, rationale: str) -
             raise AlreadyExistsError(rid)
         raise NotFoundError(rid)
     doc = dict(archived[0])
-    doc.pop("audit_log", None)
-    record = MemoryRecord.model_validate(dict(doc, audit_log=[]))
+    doc["audit_log"] = []  # as in the records table (the log lives in the audit table); key order kept
+    record = MemoryRecord.model_validate(doc)
     anchor = anchor_of(record)
     anchor = (float(anchor[0]), float(anchor[1]))
     after = _now_view(record, anchor, now)
@@ -686,8 +686,10 @@ def execute(store: Store, conn: Connection, plan: CurationPlan) -> None:
             archived.append((c.record_id, doc, head))
         elif c.kind == "restore":
             store.unarchive(conn, c.record_id)
-            stored = MemoryRecord.model_validate(dict(c.stored_doc, audit_log=[]))
-            inserts.append(record_row(stored, *c.anchor, head))
+            row = record_row(MemoryRecord.model_validate(c.stored_doc), *c.anchor, head)
+            # the document exactly as it was archived (not re-serialized through the model)
+            row["doc"] = json.dumps(c.stored_doc, separators=(",", ":"), ensure_ascii=False)
+            inserts.append(row)
         else:  # pragma: no cover
             raise AssertionError(c.kind)
     if archived:

@@ -27,7 +27,7 @@ def dump_row(m: Membrane, rid: str) -> dict:
 
 def test_prune_then_restore_gives_back_the_identical_record_and_log(m, clock):
     m.import_records([semantic("s", **OLD),
-                      working("w", custom_field={"kept": [1, 2]}, **OLD)])
+                      working("w", custom_field={"kept": [1, 2], "tiny": 1e-5, "text": "naïve ✓"}, **OLD)])
     m.reinforce("w", "op", "earlier history")  # S back up, then let it decay again
     clock.advance(DAY * 30)
     rows_before = {rid: dump_row(m, rid) for rid in ("s", "w")}
@@ -39,7 +39,7 @@ def test_prune_then_restore_gives_back_the_identical_record_and_log(m, clock):
         assert log[:-1] == recs_before[rid].audit_log and log[-1].action.value == "delete"
     with m.store.engine.connect() as conn:
         archived = json.loads(conn.exec_driver_sql("SELECT doc FROM archive WHERE id = 'w'").scalar())
-    assert archived["custom_field"] == {"kept": [1, 2]}  # the full JSON, unknown fields included
+    assert archived["custom_field"] == {"kept": [1, 2], "tiny": 1e-5, "text": "naïve ✓"}  # the full JSON, unknown fields included
     assert [e["action"] for e in archived["audit_log"]] == ["create", "reinforce", "delete"]
     clock.advance(DAY)
     for rid in ("s", "w"):
