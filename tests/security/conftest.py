@@ -1,0 +1,67 @@
+"""Security-suite fixtures: the canary and hostile stores, loaded once per module and database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from membrane_engine import Membrane
+
+import canary_store
+import hostile_store
+from security_kit import POSTGRES_URL, T0, pg_schema
+
+
+def _loaded(db: str, tmp_path_factory, records) -> Iterator[Membrane]:
+    if db == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('sec') / 'membrane.db'}"
+        m = Membrane.open(url, load_sample=False, clock=lambda: T0)
+        m.import_records(records, actor="security-suite")
+        yield m
+        m.close()
+        return
+    if not POSTGRES_URL:
+        pytest.skip("MEMBRANE_TEST_POSTGRES_URL is not set")
+    with pg_schema() as url:
+        m = Membrane.open(url, load_sample=False, clock=lambda: T0)
+        m.import_records(records, actor="security-suite")
+        yield m
+        m.close()
+
+
+DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+# One unparametrized fixture per database, so a module builds each store once however its
+# tests are parametrized (tests pick one with request.getfixturevalue(f"canary_{db}")).
+@pytest.fixture(scope="module")
+def canary_sqlite(tmp_path_factory) -> Iterator[Membrane]:
+    yield from _loaded("sqlite", tmp_path_factory, canary_store.build_canary_records())
+
+
+@pytest.fixture(scope="module")
+def canary_postgres(tmp_path_factory) -> Iterator[Membrane]:
+    yield from _loaded("postgres", tmp_path_factory, canary_store.build_canary_records())
+
+
+@pytest.fixture(scope="module")
+def hostile_sqlite(tmp_path_factory) -> Iterator[Membrane]:
+    yield from _loaded("sqlite", tmp_path_factory, hostile_store.build_hostile_records())
+
+
+@pytest.fixture(scope="module")
+def hostile_postgres(tmp_path_factory) -> Iterator[Membrane]:
+    yield from _loaded("postgres", tmp_path_factory, hostile_store.build_hostile_records())
+
+
+@pytest.fixture(params=DATABASES)
+def canary_membrane(request) -> Membrane:
+    """The canary store (see canary_store.py) on each database, built once per module."""
+    return request.getfixturevalue(f"canary_{request.param}")
+
+
+@pytest.fixture(params=DATABASES)
+def hostile_membrane(request) -> Membrane:
+    """The hostile-content store (see hostile_store.py) on each database, built once per module."""
+    return request.getfixturevalue(f"hostile_{request.param}")
