@@ -149,6 +149,22 @@ def variants(needle: str) -> set[str]:
     return {v for v in out if v}
 
 
+_DOM_TEXT_JS = """() => {
+  const parts = [];
+  const walk = document.createTreeWalker(document.documentElement, NodeFilter.SHOW_ELEMENT | NodeFilter.SHOW_TEXT);
+  let n;
+  while ((n = walk.nextNode())) {
+    if (n.nodeType === Node.TEXT_NODE) {
+      if (n.parentElement && n.parentElement.tagName !== 'STYLE') parts.push(n.nodeValue);
+      continue;
+    }
+    for (const a of n.attributes) if (a.name !== 'class' && a.name !== 'style') parts.push(a.value);
+    if ((n.tagName === 'INPUT' || n.tagName === 'TEXTAREA') && n.value) parts.push(n.value);
+  }
+  return parts.join('\\n');
+}"""
+
+
 @dataclass
 class Hit:
     needle: str
@@ -267,6 +283,11 @@ class Console:
     def html(self) -> str:
         return self.page.content()
 
+    def dom_text(self) -> str:
+        """What the DOM carries that could come from data: every text node (style sheets left out)
+        and every attribute value except class and style, plus form fields' current values."""
+        return self.page.evaluate(_DOM_TEXT_JS)
+
     def text(self) -> str:
         return self.page.locator("[data-testid=stApp]").inner_text()
 
@@ -293,10 +314,9 @@ class Console:
         return out
 
     def find(self, needles: Iterable[str], include_downloads: bool = False) -> list[Hit]:
-        """Which of ``needles`` appear in the page's HTML or in any frame received (or, with
+        """Which of ``needles`` appear in the page's DOM (``dom_text``) or in any frame received (or, with
         ``include_downloads``, in a file a download button offers). Each in all its escapings."""
-        page_html = self.html()
-        blobs: list[tuple[str, bytes]] = [("html", page_html.encode("utf-8"))]
+        blobs: list[tuple[str, bytes]] = [("html", self.dom_text().encode("utf-8"))]
         blobs += [(f"frame #{i}", data) for i, data in enumerate(self.frame_bytes())]
         if include_downloads:
             blobs += [(f"download {u}", data) for u, data in self.downloads().items()]
@@ -307,6 +327,7 @@ class Console:
                 pos = next((p for p in (blob.find(f) for f in forms) if p >= 0), -1)
                 if pos >= 0:
                     ctx = blob[max(0, pos - 60):pos + len(needle.encode()) + 60].decode("utf-8", "replace")
+                    ctx = re.sub(r"[\x00-\x1f\x7f\ufffd]+", "·", ctx)
                     hits.append(Hit(needle, where, ctx))
                     break
         return hits

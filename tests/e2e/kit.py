@@ -1,0 +1,164 @@
+"""Helpers shared by the browser tests: what a record may not show (needles), reading metrics,
+and driving the console's widgets."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from membrane_engine import Membrane, TrustContext
+from membrane_engine.trust import REDACTED_KEEP, Verdict
+
+from .harness import ROOT, Console
+
+LAYERS = ["working", "entity", "semantic", "competence", "plan_graph", "episodic"]
+MIN_NEEDLE = 7  # strings shorter than this are too common to prove a leak
+
+
+def string_leaves(value: Any) -> Iterable[str]:
+    """Every string inside a JSON value (dict keys included)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from string_leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from string_leaves(v)
+
+
+def payload_needles(doc: dict) -> set[str]:
+    """What of a record only its full view may show: every payload string of MIN_NEEDLE or more
+    characters (and the first 40 characters of long ones, in case a page cuts them), provenance
+    refs, and the JSON of the payload as a whole."""
+    out: set[str] = set()
+    payload = doc.get("payload")
+    sources = (doc.get("provenance") or {}).get("sources") or []
+    leaves = list(string_leaves(payload)) + [s.get("ref", "") for s in sources]
+    for s in leaves:
+        s = s.strip()
+        if len(s) >= MIN_NEEDLE:
+            out.add(s)
+            if len(s) > 60:
+                out.add(s[:40])
+    if payload is not None:
+        out.add(json.dumps(payload))
+        out.add(json.dumps(payload, ensure_ascii=False))
+        out.add(json.dumps(payload, separators=(",", ":"), ensure_ascii=False))
+    return out
+
+
+def metadata_text(doc: dict) -> str:
+    return json.dumps({k: doc.get(k) for k in REDACTED_KEEP}, ensure_ascii=False)
+
+
+def store_docs(m: Membrane) -> dict[str, dict]:
+    """Every record of the store as Membrane JSON (full, audit log included)."""
+    return {doc["id"]: doc for doc in m.iter_export()}
+
+
+def verdicts(m: Membrane, trust: TrustContext) -> dict[str, Verdict]:
+    return m.explain_many(m.ids(), trust)
+
+
+def console_source() -> str:
+    """The console's own words: a needle found there may be UI text, so it proves nothing."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "console").rglob("*.py")))
+
+
+def forbidden_needles(docs: dict[str, dict], verdict_sets: list[dict[str, Verdict]]) -> set[str]:
+    """Payload needles of the records no context in ``verdict_sets`` sees in full, minus any text
+    those contexts may legitimately see (full records entire, redacted records' metadata) and
+    words of the console's own source."""
+    full = {rid for rid in docs if any(v.get(rid) == Verdict.FULL for v in verdict_sets)}
+    shown = {rid for rid in docs if any(v.get(rid) in (Verdict.FULL, Verdict.REDACTED) for v in verdict_sets)}
+    allowed = "\n".join(json.dumps(docs[rid], ensure_ascii=False) + "\n" + json.dumps(docs[rid]) for rid in full)
+    allowed += "\n".join(metadata_text(docs[rid]) for rid in shown - full)
+    allowed += console_source()
+    needles: set[str] = set()
+    for rid, doc in docs.items():
+        if rid not in full:
+            needles |= payload_needles(doc)
+    return {n for n in needles if n not in allowed}
+
+
+# ------------------------------------------------------------------------------ reading pages
+
+
+def metrics(con: Console) -> dict[str, str]:
+    """st.metric label -> value as shown."""
+    out: dict[str, str] = {}
+    for el in con.page.locator("[data-testid=stMetric]").all():
+        label = el.locator("[data-testid=stMetricLabel]").inner_text().strip()
+        value = el.locator("[data-testid=stMetricValue]").inner_text().strip()
+        out[label] = value
+    return out
+
+
+def number(text: str) -> float:
+    return float(re.sub(r"[^0-9.\-]", "", text))
+
+
+# ------------------------------------------------------------------------------ driving widgets
+
+
+def click_tab(con: Console, starts_with: str) -> None:
+    tab = con.page.locator("[data-testid=stTab]", has_text=re.compile("^" + re.escape(starts_with)))
+    con.act(lambda: tab.first.click())
+
+
+def tab_labels(con: Console) -> list[str]:
+    return [t.inner_text().strip() for t in con.page.locator("[data-testid=stTab]").all()]
+
+
+def fill_text(con: Console, label: str, value: str, area: bool = False) -> None:
+    """Type into a text input (or text area) by its label and commit it (one rerun)."""
+    kind = "stTextArea" if area else "stTextInput"
+    box = con.widget(kind, label).locator("textarea" if area else "input")
+
+    def do() -> None:
+        box.fill(value)
+        if area:
+            box.press("Control+Enter")
+        else:
+            box.press("Enter")
+
+    con.act(do)
+
+
+def set_select_slider(con: Console, index: int, option: str, options: list[str]) -> None:
+    """Move the ``index``-th select slider on the page to ``option`` with the keyboard."""
+    thumb = con.page.locator("[data-testid=stSlider] input[type=range]").nth(index)
+    current = thumb.get_attribute("aria-valuetext") or ""
+    if current == option:
+        return
+    steps = options.index(option) - (options.index(current) if current in options else 0)
+    key = "ArrowRight" if steps > 0 else "ArrowLeft"
+
+    def do() -> None:
+        thumb.focus()
+        for _ in range(abs(steps)):
+            thumb.press(key)
+
+    con.act(do, settle=0.8)
+    got = thumb.get_attribute("aria-valuetext")
+    assert got == option, f"select slider #{index} shows {got!r}, wanted {option!r}"
+
+
+def set_multiselect(con: Console, index: int, values: list[str]) -> None:
+    """Make the ``index``-th multiselect on the page hold exactly ``values`` (typed + Enter)."""
+    box = con.page.locator("[data-testid=stMultiSelect]").nth(index)
+    # clear what is there
+    clear = box.locator("[role=button][aria-label*='Clear all'], [title='Clear all']")
+    if clear.count():
+        con.act(lambda: clear.first.click())
+    for value in values:
+        def add(value=value) -> None:
+            box.locator("input").click()
+            box.locator("input").fill(value)
+            con.page.locator("[role=option]", has_text=re.compile("^" + re.escape(value) + "$")).first.click()
+        con.act(add)
+        con.page.keyboard.press("Escape")
