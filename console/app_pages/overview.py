@@ -125,7 +125,7 @@ with right:
         for action, part in frame.groupby("action", sort=True):
             fig.add_bar(x=part["day"], y=part["entries"], name=str(action),
                         hovertemplate="%{x|%Y-%m-%d}: %{y} " + str(action) + "<extra></extra>")
-        fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.25))
+        fig.update_layout(barmode="stack", showlegend=True, legend=dict(orientation="h", y=-0.25, traceorder="normal"))
         fig.update_yaxes(title="entries per day")
         st.plotly_chart(style(fig, height=300), width="stretch", key="ov_audit")
         days = frame["day"].dt.date

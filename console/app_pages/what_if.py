@@ -132,7 +132,7 @@ for c in shown:
                  "type": c.type, "sensitivity": c.sensitivity, "scope": c.scope or "(unscoped)"})
 event = st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"wi_rows_{offset}_{kind}",
                      on_select="rerun", selection_mode="single-row",
-                     column_config={"id": st.column_config.TextColumn(width="small", pinned=True),
+                     column_config={"id": st.column_config.TextColumn(width="medium", pinned=True),
                                     "A": st.column_config.TextColumn(width="small"),
                                     "B": st.column_config.TextColumn(width="small"),
                                     "why under A": st.column_config.TextColumn(width="medium"),

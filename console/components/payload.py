@@ -28,12 +28,19 @@ _DOT_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def dot_label(value: object, limit: int = 60) -> str:
-    """Text for a quoted DOT string: backslashes and quotes escaped, control characters and
-    newlines replaced, cut to ``limit``. Always used inside "...", never as an HTML label."""
-    text = _DOT_CONTROL.sub(" ", str(value))
+    """Text for a quoted DOT string: quotes escaped, control characters and newlines replaced,
+    backslashes shown as a look-alike (Graphviz reads them as escapes such as \\N or \\l, and a
+    trailing one would swallow the closing quote), cut to ``limit``. Always used inside "...",
+    never as an HTML label."""
+    text = _DOT_CONTROL.sub(" ", str(value)).replace("\\", "\u29f5")
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + text.replace('"', '\\"') + '"'
+
+
+def dot_lines(*parts: object, limit: int = 40) -> str:
+    """A quoted DOT label of several lines, each part escaped like ``dot_label``."""
+    return '"' + "\\n".join(dot_label(part, limit)[1:-1] for part in parts if str(part)) + '"'
 
 
 def as_text(value: Any, limit: int = 300) -> str:
@@ -110,20 +117,22 @@ def _extras(payload: Any) -> None:
 
 def dag_dot(nodes: list[tuple[str, str]], edges: list[tuple[str, str, str]], rankdir: str = "LR") -> str:
     """DOT source for a small directed graph: ``nodes`` are (id, label), ``edges`` (from, to,
-    kind). Ids and labels are escaped; edges to unknown nodes get a dashed placeholder."""
+    kind). Ids and labels are escaped (a label drawn on two lines: id, then the rest); edges to
+    unknown nodes get a dashed placeholder; "control" edges are dashed."""
     names = {nid: f"n{i}" for i, (nid, _) in enumerate(nodes)}
     lines = [f"digraph G {{ rankdir={rankdir}; bgcolor=\"transparent\";",
              'node [shape=box, style="rounded,filled", fillcolor="#eef1fb", color="#4b5bdc", fontname="Helvetica", fontsize=11];',
              'edge [fontname="Helvetica", fontsize=9, color="#555555"];']
     for nid, label in nodes:
-        lines.append(f"{names[nid]} [label={dot_label(label)}];")
+        lines.append(f"{names[nid]} [label={dot_lines(nid, label) if label != nid else dot_label(nid)}];")
     for src, dst, kind in edges:
         for end in (src, dst):
             if end not in names:
                 names[end] = f"n{len(names)}"
                 lines.append(f'{names[end]} [label={dot_label(end)}, style="dashed"];')
         style = ', style="dashed"' if kind == "control" else ""
-        lines.append(f"{names[src]} -> {names[dst]} [label={dot_label(kind, 20)}{style}];")
+        label = f"label={dot_label(kind, 20)}" if kind else 'label=""'
+        lines.append(f"{names[src]} -> {names[dst]} [{label}{style}];")
     lines.append("}")
     return "\n".join(lines)
 
@@ -150,8 +159,7 @@ def _episodic(p: Any) -> None:
     events = sorted(p.timeline, key=lambda e: (e.t is None, e.t or datetime.min))
     table([{"t": e.t, "event_kind": e.event_kind, "ref": e.ref, "summary": e.summary} for e in events], "no events")
     st.markdown("**Tool graph**")
-    graph([(n.id, f"{n.id}: {n.tool}") for n in p.tool_graph],
-          [(dep, n.id, "data") for n in p.tool_graph for dep in n.depends_on])
+    graph([(n.id, n.tool) for n in p.tool_graph], [(dep, n.id, "") for n in p.tool_graph for dep in n.depends_on])
     table([{"id": n.id, "tool": n.tool, "args": n.args, "result": n.result, "timestamp": n.timestamp,
             "depends_on": ", ".join(n.depends_on)} for n in p.tool_graph], "no tool calls")
     if p.tool_graph_ref:
@@ -238,11 +246,18 @@ def _plan_graph(p: Any) -> None:
         cols[0].metric("Executions", f"{m.execution_count:,}")
         cols[1].metric("Failure rate", f"{m.failure_rate:.0%}")
         cols[2].metric("Avg latency", human_ms(m.avg_latency_ms))
-        cols[3].metric("Last executed", format_time(m.last_executed_at)[:16] if m.last_executed_at else "—")
+        cols[3].metric("Last executed", format_time(m.last_executed_at)[:10] if m.last_executed_at else "—",
+                       help=format_time(m.last_executed_at) if m.last_executed_at else None)
     st.markdown(f"**Graph** ({len(p.nodes)} nodes, {len(p.edges)} edges; solid: data, dashed: control)")
-    graph([(n.id, f"{n.id}: {n.op}") for n in p.nodes], [(e.from_, e.to, e.kind.value) for e in p.edges])
+    graph([(n.id, n.op) for n in p.nodes], [(e.from_, e.to, e.kind.value) for e in p.edges])
+    fan_in = {n.id: 0 for n in p.nodes}
+    fan_out = {n.id: 0 for n in p.nodes}
+    for e in p.edges:
+        fan_out[e.from_] = fan_out.get(e.from_, 0) + 1
+        fan_in[e.to] = fan_in.get(e.to, 0) + 1
     st.markdown("**Nodes**")
-    table([{"id": n.id, "op": n.op, "params": n.params, "guards": n.guards} for n in p.nodes], "no nodes")
+    table([{"id": n.id, "op": n.op, "in": fan_in.get(n.id, 0), "out": fan_out.get(n.id, 0), "params": n.params,
+            "guards": n.guards} for n in p.nodes], "no nodes")
     st.markdown("**Edges**")
     table([{"from": e.from_, "to": e.to, "kind": e.kind.value} for e in p.edges], "no edges")
     json_block("Constraints", p.constraints)
@@ -284,4 +299,4 @@ def render_payload(record: MemoryRecord) -> None:
     _extras(payload)
 
 
-__all__ = ["render_payload", "dag_dot", "dot_label", "table", "as_text", "RENDERERS"]
+__all__ = ["render_payload", "dag_dot", "dot_label", "dot_lines", "human_ms", "table", "as_text", "RENDERERS"]

@@ -65,8 +65,10 @@ def record_card(record: MemoryRecord, verdict: str | None = None,
         head = st.columns([1.1, 5, 1], vertical_alignment="center")
         with head[0]:
             if rank is not None:
-                st.markdown(f"**#{rank}**")
-            verdict_badge(verdict)
+                color = VERDICT_COLORS.get(verdict, "gray")
+                st.markdown(f"**#{rank}** :{color}-badge[{verdict.upper()}]")
+            else:
+                verdict_badge(verdict)
         head[1].code(record.id, language=None)
         if explain is not None:
             with head[2].popover("why?", width="stretch"):

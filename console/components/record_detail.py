@@ -53,9 +53,11 @@ def render_relations(record: MemoryRecord, on_open: Callable[[str], None] | None
     st.markdown(f"**Outgoing** ({len(rows)})")
     table(rows, "no relations")
     if on_open is not None:
-        targets = list(dict.fromkeys(r.target_id for r in record.relations
-                                     if known is None or r.target_id in known))
-        _links(targets, on_open, f"{key}_out")
+        targets: dict[str, str] = {}
+        for r in record.relations:
+            if (known is None or r.target_id in known) and r.target_id not in targets:
+                targets[r.target_id] = r.predicate
+        _links(list(targets), on_open, f"{key}_out", list(targets.values()))
     if referenced_by is not None:
         st.markdown(f"**Incoming** ({len(referenced_by)}): records whose relations point here")
         if not referenced_by:
@@ -66,12 +68,13 @@ def render_relations(record: MemoryRecord, on_open: Callable[[str], None] | None
             st.text("\n".join(referenced_by))
 
 
-def _links(ids: list[str], on_open: Callable[[str], None], key: str) -> None:
+def _links(ids: list[str], on_open: Callable[[str], None], key: str, predicates: list[str] | None = None) -> None:
     if not ids:
         return
-    cols = st.columns(4)
+    cols = st.columns(3)
     for k, target in enumerate(ids[:MAX_LINKS]):
-        cols[k % 4].button(f"↗ {md(target, 60)}", key=f"rel_{key}_{k}", on_click=on_open, args=(target,),
+        label = f"↗ {md(predicates[k], 30)}: {md(target, 60)}" if predicates else f"↗ {md(target, 60)}"
+        cols[k % 3].button(label, key=f"rel_{key}_{k}", on_click=on_open, args=(target,),
                            help="Open this record", width="stretch")
     if len(ids) > MAX_LINKS:
         st.caption(f"{len(ids) - MAX_LINKS:,} more not shown as links.")
@@ -87,12 +90,14 @@ def render_provenance(record: MemoryRecord) -> None:
 def render_lifecycle(record: MemoryRecord, as_of: datetime | None = None) -> None:
     life = record.lifecycle
     decay = life.decay
-    cols = st.columns(4)
-    cols[0].metric("Salience (S now)" if as_of is None else "Salience at as-of", f"{record.salience:.4f}")
-    cols[1].metric("Anchor S_a", f"{life.anchor_salience:.4f}" if life.anchor_salience is not None else "—")
-    cols[2].metric("Anchored at", format_time(life.anchor_at)[:16].replace("T", " ") if life.anchor_at else "—")
-    cols[3].metric("Pinned", "yes" if life.pinned else "no")
+    cols = st.columns(3)
+    cols[0].metric("Salience (S now)" if as_of is None else "Salience at as-of", f"{record.salience:.4f}",
+                   help="S(t) from the anchor (SPEC 2)")
+    cols[1].metric("Anchor S_a", f"{life.anchor_salience:.4f}" if life.anchor_salience is not None else "—",
+                   help="The salience value at the anchor instant")
+    cols[2].metric("Pinned", "yes" if life.pinned else "no")
     rows = [
+        {"field": "anchored at", "value": life.anchor_at},
         {"field": "curve", "value": decay.curve.value},
         {"field": "half-life", "value": f"{human_seconds(decay.half_life_seconds)} ({decay.half_life_seconds:,} s)"},
         {"field": "min salience", "value": f"{decay.min_salience:g}"},

@@ -6,6 +6,7 @@ the bundled sample store; the engine is asked independently for the numbers the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -71,7 +72,7 @@ def texts(at: AppTest) -> list[str]:
     out = [e.value for e in at.markdown] + [e.value for e in at.text] + [e.value for e in at.code]
     out += [e.value for e in at.caption] + [str(e.value) for e in at.json]
     for frame in at.dataframe:
-        out.append(frame.value.to_csv())
+        out.extend(str(v) for v in frame.value.to_numpy().ravel())
     return out
 
 
@@ -315,3 +316,81 @@ def test_explorer_unknown_id_is_an_error_not_an_exception() -> None:
     at.run()
     no_exception(at)
     assert any("No live record" in e.value for e in at.error)
+
+
+# ---------------------------------------------------------------------------- inert rendering
+
+HOSTILE = '**bold** <script>alert(1)</script> [link](http://evil.example) "quote\\'
+
+
+def hostile_store(path: Path) -> str:
+    """Records whose every string is markup, a link or a DOT escape."""
+    when = "2026-11-19T12:00:00Z"
+    base = {"sensitivity": "low", "confidence": 0.9, "salience": 0.9, "scope": "<b>scope</b>",
+            "tags": ["**tag**", "<i>t</i>"], "created_at": when, "updated_at": when,
+            "lifecycle": {"decay": {"curve": "exponential", "half_life_seconds": 86400}},
+            "provenance": {"sources": [{"kind": "event", "ref": HOSTILE}]}}
+    docs = [
+        {**base, "id": "hostile-fact", "type": "semantic",
+         "payload": {"kind": "semantic", "subject": HOSTILE, "predicate": "is", "object": HOSTILE,
+                     "evidence": [{"source_type": HOSTILE, "source_id": "x"}]},
+         "relations": [{"predicate": HOSTILE, "target_id": "hostile-plan", "weight": 1}]},
+        {**base, "id": "hostile-plan", "type": "plan_graph",
+         "payload": {"kind": "plan_graph", "plan_id": HOSTILE, "intent": HOSTILE,
+                     "nodes": [{"id": 'a"];evil[label="x', "op": HOSTILE}, {"id": "b\\", "op": "end\\"}],
+                     "edges": [{"from": 'a"];evil[label="x', "to": "b\\", "kind": "data"}]}},
+    ]
+    url = f"sqlite:///{path / 'hostile.db'}"
+    m = Membrane.open(url, load_sample=False)
+    m.import_records(docs)
+    m.close()
+    return url
+
+
+def test_record_content_is_rendered_inertly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMBRANE_DB_URL", hostile_store(tmp_path))
+    st.cache_resource.clear()
+    for rid in ("hostile-fact", "hostile-plan"):
+        at = page("records")
+        at.query_params["id"] = rid
+        at.run()
+        no_exception(at)
+        for element in list(at.markdown) + list(at.caption) + list(at.warning) + list(at.error):
+            body = element.value
+            assert "**bold**" not in body and "<script>" not in body and "](http" not in body, body
+            assert "<b>scope</b>" not in body and "**tag**" not in body, body
+        for b in at.button:
+            assert "**" not in b.label.replace("\\*", "")
+        # The content is still there, as inert text (tables, code, escaped markdown).
+        assert any(HOSTILE in t for t in texts(at))
+    spec = at.get("graphviz_chart")[0].proto.spec
+    # Outside its quoted strings the DOT source has exactly the statements the page wrote: the
+    # hostile ids and ops (quotes, "];", trailing backslashes) could not inject one.
+    bare = dot_outside_quotes(spec)
+    assert "evil" not in bare
+    assert bare.count("[") == 5  # node defaults, edge defaults, two nodes, one edge
+    assert len(re.findall(r"\bn\d+ -> n\d+ \[", bare)) == 1
+
+
+def dot_outside_quotes(spec: str) -> str:
+    """The DOT text with every quoted string removed (as Graphviz's lexer reads it: a quote
+    preceded by a backslash does not close the string)."""
+    out, inside, i = [], False, 0
+    while i < len(spec):
+        ch = spec[i]
+        if inside:
+            if ch == "\\" and i + 1 < len(spec) and spec[i + 1] == '"':
+                i += 2
+                continue
+            if ch == '"':
+                inside = False
+        elif ch == '"':
+            inside = True
+        else:
+            out.append(ch)
+        i += 1
+    assert not inside, "unterminated quoted string"
+    return "".join(out)
+    for line in spec.splitlines():
+        unescaped = line.replace('\\"', "")
+        assert unescaped.count('"') % 2 == 0, line
