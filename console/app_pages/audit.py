@@ -25,7 +25,7 @@ VERIFY_KEY = "audit_verification"
 
 m = state.membrane()
 
-st.title("📜 Audit log")
+st.title("Audit log")
 st.caption("Every audit entry in the store, newest first. Entries are append-only and hash-chained per record; "
            "verification walks every chain and reports edited, deleted, reordered or truncated history.")
 
@@ -48,10 +48,10 @@ with v2:
         if failure is not None:
             st.error(f"Verification could not run: {md(failure, 500)}")
         elif not problems:
-            st.success(f"Audit chains intact: no problem found (checked {when:%Y-%m-%d %H:%M:%S} UTC).", icon="✅")
+            st.success(f"Audit chains intact: no problem found (checked {when:%Y-%m-%d %H:%M:%S} UTC).", icon=":material/verified:")
         else:
             st.error(f"{len(problems)} problem(s) found in the audit chains "
-                     f"(checked {when:%Y-%m-%d %H:%M:%S} UTC).", icon="🚨")
+                     f"(checked {when:%Y-%m-%d %H:%M:%S} UTC).", icon=":material/report:")
 if verification is not None and verification[1]:
     st.dataframe(pd.DataFrame([{"record_id": p.record_id, "position": p.position, "problem": p.problem}
                                for p in verification[1]]), hide_index=True, key="audit_problems")
@@ -95,7 +95,8 @@ with p3:
 
 table = frame(rows)
 st.dataframe(table, hide_index=True, key="audit_table", column_config={
-    "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+    "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss", width="medium"),
+    "record_id": st.column_config.TextColumn(width="medium"),
     "rationale": st.column_config.TextColumn(width="large"),
 })
 st.download_button(
@@ -120,10 +121,11 @@ if total:
         part = act[act["action"] == name]
         if len(part):
             fig.add_trace(go.Bar(x=part["bucket"], y=part["count"], name=name, marker_color=ACTION_COLORS[name],
+                                 width=bucket * 1000 * 0.85, offset=0,
                                  hovertemplate="%{x|%Y-%m-%d %H:%M}<br>" + name + ": %{y}<extra></extra>"))
     unit = {3600: "hour", 86400: "day", 7 * 86400: "week"}[bucket]
-    fig.update_layout(barmode="stack", title=f"Matching entries per {unit}", xaxis_title="time (UTC)",
-                      yaxis_title="entries")
+    fig.update_layout(barmode="stack", xaxis_title="time (UTC)", yaxis_title="entries")
+    st.caption(f"Matching entries per {unit}, by action.")
     st.plotly_chart(tidy(fig, height=320), key="audit_activity")
 else:
     st.caption("No entry matches the filter.")
@@ -155,8 +157,13 @@ else:
                                 for p, a, r in zip(part["position"], part["actor"], part["rationale"])],
                     hovertemplate="#%{customdata[0]} %{x|%Y-%m-%d %H:%M:%S} UTC<br>by %{customdata[1]}"
                                   "<br>%{customdata[2]}<extra>" + name + "</extra>"))
-        fig.update_layout(title=f"{len(hist)} entries of {plot_text(chosen, 60)}", xaxis_title="time (UTC)",
-                          yaxis=dict(title="action", categoryorder="array", categoryarray=ACTIONS))
+        fig.update_layout(xaxis_title="time (UTC)",
+                          yaxis=dict(title="action", categoryorder="array",
+                                     categoryarray=[a for a in ACTIONS if a in set(hist["action"])]))
+        first, last_at = hist["timestamp"].min(), hist["timestamp"].max()
+        if (last_at - first).total_seconds() < 3600:  # one entry (or a burst): give the axis a day
+            fig.update_xaxes(range=[first - pd.Timedelta(hours=12), last_at + pd.Timedelta(hours=12)])
+        st.caption(f"{len(hist)} entr{'y' if len(hist) == 1 else 'ies'} of this record, oldest first in the table.")
         st.plotly_chart(tidy(fig, height=300), key="audit_timeline")
         st.dataframe(hist.sort_values("position"), hide_index=True, key="audit_timeline_table", column_config={
             "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss")})

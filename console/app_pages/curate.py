@@ -43,10 +43,11 @@ m = state.membrane()
 
 # Clear the inputs of an applied action before its widgets are drawn again.
 if st.session_state.pop(RESET_KEY, False):
-    for k in ("curate_rationale", "curate_confirm", "curate_json", "curate_json_for"):
-        st.session_state.pop(k, None)
+    st.session_state["curate_rationale"] = ""  # assigned, not removed, so the browser's copy clears too
+    st.session_state["curate_confirm"] = False
+    st.session_state.pop("curate_json_for", None)  # a fresh template (and id) for the next new record
 
-st.title("✍️ Curate")
+st.title("Curate")
 st.caption("Every change is previewed by the engine first (nothing is written until you apply), names you as "
            "the actor, carries your rationale into the audit log, and runs as one transaction per operation.")
 
@@ -64,7 +65,7 @@ if "curate_op" not in st.session_state and url_op in OPS:
     st.session_state["curate_op"] = url_op
 op = top[1].selectbox("Operation", list(OPS), key="curate_op", format_func=lambda o: OPS[o][0])
 label, what, destructive, targets = OPS[op]
-st.info(what, icon="⚠️" if destructive else "ℹ️")
+st.info(what, icon=":material/warning:" if destructive else ":material/info:")
 
 last = st.session_state.get(RESULTS_KEY)
 if last:
@@ -137,10 +138,12 @@ elif targets in ("one", "many"):
                 doc.pop(k, None)
             for k in ("anchor_salience", "anchor_at"):
                 doc.get("lifecycle", {}).pop(k, None)
+            if isinstance(doc.get("salience"), float):
+                doc["salience"] = round(doc["salience"], 4)
             doc = {"id": str(uuid.uuid4()), **{k: v for k, v in doc.items() if k != "id"}}
             st.session_state["curate_json"] = json.dumps(doc, indent=2, ensure_ascii=False)
             st.session_state["curate_json_for"] = (op, source)
-        st.markdown(f"**The new record** (prefilled from `{md(source, 120)}` with a fresh id; the engine adds the "
+        st.markdown(f"**The new record** (prefilled from {md(source, 120)} with a fresh id; the engine adds the "
                     "relations, provenance and revision links of the operation itself)")
         text = st.text_area("New record (Membrane JSON)", key="curate_json", height=320, label_visibility="collapsed")
         if st.button("New id and fresh template", key="curate_json_reset"):

@@ -14,7 +14,7 @@ from console import state
 from console.components.chart_safety import PALETTE, plot_text, short_id, tidy
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
-from console.components.when import human_duration, instant_input
+from console.components.when import human_duration, instant_input, relative
 from membrane_engine.errors import MembraneError, NotFoundError, ValidationError
 from membrane_engine.lookups import briefs
 from membrane_engine.salience import PRUNE_THRESHOLD, anchor_of, columns_of, salience_at, time_below
@@ -34,7 +34,7 @@ PROFILES_KEY = "decay_profiles"
 m = state.membrane()
 now = m.now()
 
-st.title("📉 Salience decay")
+st.title("Salience decay")
 st.caption("S(t) as the engine computes it from each record's anchor (SPEC 2): pick stored records and/or "
            "describe hypothetical profiles, then read when each one fades below a threshold.")
 
@@ -195,23 +195,24 @@ else:
                     x=xs, y=ys, mode="markers", name=f"reinforced: {s['label']}", showlegend=True,
                     marker=dict(symbol="triangle-up", size=12, color=color, line=dict(color="black", width=1)),
                     text=texts, hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>%{text}<extra></extra>"))
-    mins = sorted({float(s["min"]) for s in series if s["min"] > 0})
-    for value in mins:
-        fig.add_hline(y=value, line=dict(color="#6b7280", dash="dot", width=1),
-                      annotation_text=f"min salience {value:g}", annotation_position="top left")
-    fig.add_hline(y=PRUNE_THRESHOLD, line=dict(color="#dc2626", dash="dash", width=1),
-                  annotation_text=f"prune threshold {PRUNE_THRESHOLD:g}", annotation_position="bottom right")
-    fig.add_hline(y=threshold, line=dict(color="#ca8a04", dash="longdash", width=1),
-                  annotation_text=f"threshold {threshold:g}", annotation_position="top right")
+    # Thresholds as legend entries (annotations on a log axis misplace their text).
+    x_span = [times[0], times[-1]]
+    for value in sorted({float(s["min"]) for s in series if s["min"] > 0}):
+        fig.add_trace(go.Scatter(x=x_span, y=[value, value], mode="lines", name=f"min salience {value:g}",
+                                 line=dict(color="#6b7280", dash="dot", width=1), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=x_span, y=[PRUNE_THRESHOLD] * 2, mode="lines", name=f"prune threshold {PRUNE_THRESHOLD:g}",
+                             line=dict(color="#111827", dash="dash", width=1), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=x_span, y=[threshold] * 2, mode="lines", name=f"threshold {threshold:g}",
+                             line=dict(color="#ca8a04", dash="longdash", width=1), hoverinfo="skip"))
     if start <= now <= end:
         fig.add_vline(x=now.timestamp() * 1000, line=dict(color="#111827", width=1, dash="dot"),
                       annotation_text="now", annotation_position="top")
-    fig.update_layout(title=f"Salience from {start:%Y-%m-%d %H:%M} UTC over {horizon_label}",
-                      xaxis_title="time (UTC)", yaxis_title="salience S(t)")
+    fig.update_layout(xaxis_title="time (UTC)", yaxis_title="salience S(t)")
     if log_scale:
         fig.update_yaxes(type="log", range=[np.log10(PRUNE_THRESHOLD / 10), np.log10(max(ymax, threshold, 1e-3) * 1.2)])
     else:
         fig.update_yaxes(range=[0, max(ymax, threshold, 0.05) * 1.08])
+    st.markdown(f"**Salience from {start:%Y-%m-%d %H:%M} UTC over {horizon_label}**")
     st.plotly_chart(tidy(fig, height=460), key="decay_chart")
     st.caption("Solid lines: stored records (drawn from their current anchor on; ▲ marks reinforce entries of "
                "their audit log). Dashed lines: hypothetical profiles, anchored at the window start.")
@@ -227,9 +228,9 @@ else:
         else:
             when = datetime.fromtimestamp(first, UTC)
             status = "already below at the window start" if first <= to_epoch(start) else "drops below"
-            until_then = human_duration(first - now.timestamp())
+            until_then = relative(first - now.timestamp())
         rows.append({"curve": clean(s["full"], 80), "kind": "record" if s["stored"] else "hypothetical",
-                     "S(start)": s_start, "S(end)": s_end, "below at (UTC)": when, "from now": until_then,
+                     "S(start)": s_start, "S(end)": s_end, "below at (UTC)": when, "relative to now": until_then,
                      "status": status})
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="decay_below_table",
                  column_config={"S(start)": st.column_config.NumberColumn(format="%.4f"),

@@ -27,7 +27,7 @@ _RECORD_LOC = re.compile(r"^record (\d+)(?::\s*(.*))?$")
 
 m = state.membrane()
 
-st.title("📦 Import / export")
+st.title("Import / export")
 st.caption("Records travel in Membrane's JSON shape: a `.json` array or `.jsonl` (one record per line). An import "
            "is all or nothing: one bad record and nothing is written.")
 
@@ -99,16 +99,16 @@ with tab_in:
             if result is not None and result[0] == upload.file_id:
                 _, outcome, count, detail = result
                 if outcome == "ok":
-                    st.success(f"Imported {count:,} record(s). The store now holds {m.count():,}.", icon="✅")
+                    st.success(f"Imported {count:,} record(s). The store now holds {m.count():,}.", icon=":material/check_circle:")
                 elif outcome == "exists":
                     st.error(f"Import refused, nothing was written: {md(detail, 800)}. Records are never replaced; "
-                             "remove those ids from the file (or import into another store).", icon="🚫")
+                             "remove those ids from the file (or import into another store).", icon=":material/block:")
                 elif outcome == "invalid":
                     message, problems = detail
                     bad = problem_rows(problems, items)
                     records_bad = bad["index"].dropna().nunique()
                     st.error(f"Import refused, nothing was written: {len(problems):,} problem(s) in "
-                             f"{records_bad:,} record(s).", icon="🚫")
+                             f"{records_bad:,} record(s).", icon=":material/block:")
                     st.dataframe(bad, hide_index=True, key="ie_problems",
                                  column_config={"message": st.column_config.TextColumn(width="large")})
                 else:
@@ -148,6 +148,8 @@ with tab_out:
         with st.expander("Trust context", expanded=True):
             trust = trust_context_form("ie_trust", m.scopes())
 
+    signature = hash((what, tuple(ids) if ids is not None else None, fmt,
+                      trust.model_dump_json() if trust is not None else None))
     if st.button("Prepare the export file", type="primary", key="ie_prepare", disabled=total == 0):
         previous = st.session_state.pop(EXPORT_KEY, None)
         if previous:
@@ -158,14 +160,16 @@ with tab_out:
             with st.spinner("Writing records…"):
                 count = m.export_file(path, ids=ids, trust=trust)
             st.session_state[EXPORT_KEY] = {"path": str(path), "count": count, "format": fmt,
-                                            "size": path.stat().st_size}
+                                            "size": path.stat().st_size, "signature": signature}
         except MembraneError as exc:
             st.error(f"Export failed: {md(exc, 800)}")
     prepared = st.session_state.get(EXPORT_KEY)
-    if prepared and Path(prepared["path"]).exists():
+    if prepared and prepared.get("signature") != signature:
+        st.caption("The selection or format changed since the last export was prepared: prepare it again.")
+    elif prepared and Path(prepared["path"]).exists():
         size_kb = prepared["size"] / 1024
         st.success(f"Export ready: {prepared['count']:,} record(s), {size_kb:,.1f} KiB of {prepared['format']}.",
-                   icon="📦")
+                   icon=":material/inventory_2:")
         export_path = Path(prepared["path"])
         st.download_button(f"Download {export_path.name}", data=lambda: export_path.read_bytes(),
                            file_name=export_path.name, key="ie_download", on_click="ignore",

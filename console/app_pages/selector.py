@@ -21,7 +21,7 @@ SIGNAL_COLORS = {"applicability": "#60a5fa", "success": "#34d399", "recency": "#
 m = state.membrane()
 now = m.now()
 
-st.title("🎯 Selector inspector")
+st.title("Selector inspector")
 st.caption("Retrieval restricted to competence and plan_graph records, then the selector (SPEC 5): three equally "
            "weighted signals per candidate, a confidence from the gap between the best two, and `needs_more` "
            "when that confidence is under the threshold.")
@@ -30,7 +30,7 @@ url_defaults, url_problems = params_from_query({k: st.query_params[k] for k in s
 for problem in url_problems:
     st.warning(f"Ignored from the URL: {md(problem, 300)}")
 
-controls, results = st.columns([2, 5], gap="large")
+controls, results = st.columns([1, 2], gap="large")
 with controls:
     st.subheader("Request")
     trust = trust_context_form("sel", m.scopes(), defaults=url_defaults)
@@ -86,9 +86,11 @@ with results:
     with c4:
         st.markdown("**needs_more**")
         if selection.needs_more:
-            st.badge(f"TRUE · confidence < {threshold:.2f}", icon="🔎", color="red")
+            st.badge("TRUE", icon=":material/search:", color="red")
+            st.caption(f"confidence {selection.confidence:.4f} < threshold {threshold:.2f}: ask for more")
         else:
-            st.badge(f"FALSE · confidence ≥ {threshold:.2f}", icon="✅", color="green")
+            st.badge("FALSE", icon=":material/check_circle:", color="green")
+            st.caption(f"confidence {selection.confidence:.4f} ≥ threshold {threshold:.2f}")
 
     def name_of(record_id: str) -> str:
         record = by_id.get(record_id)
@@ -116,15 +118,16 @@ with results:
     fig = go.Figure()
     for signal in ("applicability", "success", "recency", "score"):
         fig.add_trace(go.Bar(
-            name=signal, x=labels, y=[getattr(s, signal) for s in top], marker_color=SIGNAL_COLORS[signal],
-            marker_pattern_shape="/" if signal == "score" else "", customdata=hover,
-            hovertemplate="%{customdata}<br>" + signal + " = %{y:.4f}<extra></extra>"))
-    fig.add_hline(y=best.score, line=dict(color=SIGNAL_COLORS["score"], dash="dot", width=1),
-                  annotation_text=f"best score {best.score:.3f}", annotation_position="top right")
-    fig.update_layout(barmode="group", yaxis=dict(range=[0, 1.08], title="signal value"),
-                      xaxis=dict(title="candidate (rank. id)"),
-                      title="Applicability, success and recency; score is their mean")
-    st.plotly_chart(tidy(fig, height=440), key="sel_chart")
+            name=signal, y=labels, x=[getattr(s, signal) for s in top], orientation="h",
+            marker_color=SIGNAL_COLORS[signal], customdata=hover,
+            hovertemplate="%{customdata}<br>" + signal + " = %{x:.4f}<extra></extra>"))
+    fig.add_vline(x=best.score, line=dict(color=SIGNAL_COLORS["score"], dash="dot", width=1),
+                  annotation_text=f"best {best.score:.3f}", annotation_position="top")
+    fig.update_layout(barmode="group", bargroupgap=0.05, xaxis=dict(range=[0, 1.05], title="signal value"),
+                      yaxis=dict(autorange="reversed", title=None))
+    tidy(fig, height=110 + 64 * len(top))
+    st.caption("Applicability, success and recency per candidate, ranked; the score (dark) is their mean.")
+    st.plotly_chart(fig, key="sel_chart")
 
     table = pd.DataFrame([{
         "rank": k + 1, "id": s.record_id, "type": by_id[s.record_id].type.value if s.record_id in by_id else "",

@@ -27,10 +27,13 @@ def short_id(record_id: str, keep: int = 8) -> str:
     return plot_text(value if len(value) <= keep + 1 else value[:keep] + "…", keep + 2)
 
 
-def tidy(fig: go.Figure, height: int = 420, legend_below: bool = True) -> go.Figure:
-    """Common layout: compact margins, legend under the plot so long names never cover data."""
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10), hovermode="closest",
-                      hoverlabel=dict(namelength=-1))
+def tidy(fig: go.Figure, height: int = 420, legend_below: bool = False) -> go.Figure:
+    """Common layout: compact margins and a horizontal legend above the plot (figures carry no
+    title of their own; the page writes one above them), or below it with ``legend_below``."""
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10), hovermode="closest",
+                      hoverlabel=dict(namelength=-1), title=None)
     if legend_below:
-        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0))
+        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
+    else:
+        fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0))
     return fig

@@ -37,3 +37,11 @@ def human_duration(seconds: float) -> str:
     if days < 365:
         return f"{sign}{int(days)} d {int(hours % 24)} h"
     return f"{sign}{days / 365.25:.1f} years"
+
+
+def relative(seconds: float) -> str:
+    """'in 3 d 4 h' for the future, '2 h 5 min ago' for the past."""
+    if abs(seconds) < 1:
+        return "now"
+    text = human_duration(abs(seconds))
+    return f"in {text}" if seconds > 0 else f"{text} ago"

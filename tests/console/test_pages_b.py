@@ -117,8 +117,7 @@ def test_decay_chart_for_a_chosen_record_with_reinforcements_and_thresholds(stor
     assert any(n.startswith(rid[:8]) for n in names), names
     assert any(n.startswith("reinforced:") for n in names), names  # audit reinforce entries marked
     spec = next(iter(charts(at).values()))
-    shapes = " ".join(a.get("text", "") for a in spec["layout"].get("annotations", []))
-    assert "prune threshold 0.001" in shapes
+    assert "prune threshold 0.001" in names and "threshold 0.1" in names
     curve = next(t for t in spec["data"] if t.get("name", "").startswith(rid[:8]))
     ys = values(curve["y"])
     assert len(ys) == 400 and not np.isnan(ys[-1]) and 0 <= ys[-1] <= 1
@@ -172,11 +171,16 @@ def test_selector_shows_engine_signals_and_needs_more_follows_the_threshold(stor
     assert list(frame["id"]) == [s.record_id for s in selection.signals]
     assert {"applicability", "success", "recency", "score"} <= set(trace_names(at))
 
+    def badge() -> str:
+        found = [v for v in texts(at.markdown).splitlines() if "-badge[" in v]
+        assert len(found) == 1, found
+        return found[0]
+
     ok(at.slider(key="sel_threshold").set_value(0.0).run())
-    assert any("FALSE" in v for v in texts(at.markdown).splitlines())
+    assert "FALSE" in badge() and "green" in badge()
     ok(at.slider(key="sel_threshold").set_value(1.0).run())
-    assert any("TRUE" in v for v in texts(at.markdown).splitlines())
-    assert not any("FALSE ·" in v for v in texts(at.markdown).splitlines())
+    assert "TRUE" in badge() and "red" in badge()
+    assert "< threshold 1.00" in texts(at.caption)
 
 
 def test_selector_with_no_candidates_says_so(store):
@@ -380,5 +384,6 @@ def test_export_of_the_whole_store_and_of_pasted_ids(store):
     ok(at.radio(key="ie_what").set_value("Ids").run())
     ok(at.text_area(key="ie_ids").set_value(f"{ids[0]}, {ids[1]}\n{ids[2]} not-a-real-id").run())
     assert "not in the store" in texts(at.warning)
+    assert "Export ready" not in texts(at.success)  # the earlier file no longer matches the selection
     ok(at.button(key="ie_prepare").click().run())
     assert "Export ready: 3 record(s)" in texts(at.success)
