@@ -183,8 +183,15 @@ def insert_tuples(conn: Connection, table: Table, columns: Sequence[str], rows: 
         raise DBAPIError.instance(statement, None, exc, dbapi.Error, dialect=conn.dialect) from exc
 
 
+def default_db_path() -> Path:
+    """$MEMBRANE_HOME/membrane.db, else ~/.membrane/membrane.db, read when called (so a
+    MEMBRANE_HOME set after import counts; DEFAULT_DB_PATH is only the value at import)."""
+    home = os.environ.get("MEMBRANE_HOME")
+    return (Path(home).expanduser() if home else Path.home() / ".membrane") / "membrane.db"
+
+
 def default_url() -> str:
-    return os.environ.get("MEMBRANE_DB_URL") or f"sqlite:///{DEFAULT_DB_PATH}"
+    return os.environ.get("MEMBRANE_DB_URL") or f"sqlite:///{default_db_path()}"
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -505,6 +512,27 @@ class Store:
             q = select(*cols).where(records.c.id.in_(unique[start:start + 900]))
             out.extend(tuple(r) for r in conn.execute(q))
         return out
+
+    def scalar_chunks(self, conn: Connection, size: int = 65536) -> Iterator[list[tuple]]:
+        """Every record's SCALAR_COLUMNS, in chunks of plain tuples, straight from the driver
+        (no per-row SQLAlchemy processing; a server-side cursor on PostgreSQL, so a large store
+        streams instead of arriving as one result). Booleans may come as 0/1."""
+        statement = f"SELECT {', '.join(SCALAR_COLUMNS)} FROM records"
+        raw = conn.connection.driver_connection
+        if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
+            cur = raw.cursor(name="membrane_scalar_scan")
+            cur.itersize = size
+        else:
+            cur = raw.cursor()
+        try:
+            cur.execute(statement)
+            while True:
+                chunk = cur.fetchmany(size)
+                if not chunk:
+                    break
+                yield chunk
+        finally:
+            cur.close()
 
     def count(self, conn: Connection) -> int:
         return int(conn.execute(select(func.count()).select_from(records)).scalar())
