@@ -10,11 +10,15 @@ from membrane_engine.lookups import search_records
 from .safe import clean, md
 
 
-def ids_from_url() -> list[str]:
-    """Ids named in the page URL: `?id=a&id=b` or `?id=a,b`."""
+def ids_from_url(live: set[str] | None = None) -> list[str]:
+    """Ids named in the page URL: `?id=a&id=b` or `?id=a,b` (a value that is itself a live id
+    is kept whole, so ids containing commas still work)."""
     out: list[str] = []
     for value in st.query_params.get_all("id"):
-        out.extend(part.strip() for part in value.split(",") if part.strip())
+        if live is not None and value in live:
+            out.append(value)
+        else:
+            out.extend(part.strip() for part in value.split(",") if part.strip())
     return list(dict.fromkeys(out))
 
 
@@ -23,8 +27,8 @@ def record_picker(membrane: Membrane, key: str, label: str = "Records", *, from_
     """Search box plus multiselect; returns the chosen ids (live records only)."""
     state_key = f"{key}_ids"
     if state_key not in st.session_state:
-        initial = ids_from_url() if from_url else []
-        live = set(membrane.ids()) if initial else set()
+        live = set(membrane.ids()) if from_url and st.query_params.get_all("id") else set()
+        initial = ids_from_url(live) if from_url else []
         missing = [i for i in initial if i not in live]
         if missing:
             st.warning("Not in the store: " + ", ".join(md(i, 80) for i in missing[:5]), icon=":material/warning:")

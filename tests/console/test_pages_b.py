@@ -387,3 +387,51 @@ def test_export_of_the_whole_store_and_of_pasted_ids(store):
     assert "Export ready" not in texts(at.success)  # the earlier file no longer matches the selection
     ok(at.button(key="ie_prepare").click().run())
     assert "Export ready: 3 record(s)" in texts(at.success)
+
+
+# ----------------------------------------------------------------------------- record content stays inert
+
+HOSTILE_ID = "evil-**bold**-<b>x</b>-[link](javascript:alert(1))"
+
+
+def test_hostile_record_strings_stay_inert_on_every_page(store):
+    sample = json.loads(SAMPLE.read_text())
+    base = next(r for r in sample if r["type"] == "competence")
+    hostile = dict(base, id=HOSTILE_ID, tags=["<img src=x onerror=alert(1)>", "**tag**"], relations=[],
+                   audit_log=[{"action": "create", "actor": "<script>alert(1)</script>", "rationale": "_it_ <b>b</b>",
+                               "timestamp": "2026-11-19T10:00:00Z"}],
+                   sensitivity="low", scope="")
+    hostile["payload"] = dict(base["payload"], skill_name="<b>skill</b> **loud**")
+    m = fresh(store)
+    m.import_records([hostile])
+    m.close()
+
+    def check(at: AppTest) -> None:
+        ok(at)
+        for el in list(at.markdown) + list(at.caption) + list(at.success) + list(at.error) + list(at.warning) + list(at.info):
+            value = str(el.value)
+            assert "<b>" not in value and "<script>" not in value and "<img" not in value, value
+            assert "**bold**" not in value and "](javascript" not in value, value
+        for spec in charts(at).values():
+            text = json.dumps(spec)
+            assert "<b>x</b>" not in text and "<script>" not in text and "<b>skill</b>" not in text
+
+    at = page("decay")
+    check(pick(at, "decay", HOSTILE_ID))
+    assert any(n.startswith("evil-**b") for n in trace_names(at))  # escaped, truncated id in the legend
+
+    at = page("audit")
+    check(at.text_input(key="audit_record").set_value(HOSTILE_ID).run())
+    assert at.metric[0].value == "1"
+
+    at = page("selector")
+    check(at)
+    assert HOSTILE_ID in set(table(at, "applicability", "score")["id"])
+
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
+    at.query_params["id"] = HOSTILE_ID
+    check(at.run())
+    at.text_input(key="curate_operator").set_value("<b>op</b>")
+    check(at.text_area(key="curate_rationale").set_value("**why**").run())
+    check(at.button(key="curate_apply").click().run())
+    assert fresh(store).audit_log(HOSTILE_ID)[-1].actor == "<b>op</b>"  # stored as given, shown inert
