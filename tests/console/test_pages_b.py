@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import sqlite3
 from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta, timezone
@@ -85,6 +86,11 @@ def trace_names(at: AppTest) -> list[str]:
 
 def texts(elements) -> str:
     return "\n".join(str(e.value) for e in elements)
+
+
+def unescaped(text: str) -> str:
+    """Markdown text as it reads once rendered (record strings are backslash-escaped by md())."""
+    return re.sub(r"\\(.)", r"\1", text)
 
 
 def pick(at: AppTest, key: str, record_id: str) -> AppTest:
@@ -435,3 +441,29 @@ def test_hostile_record_strings_stay_inert_on_every_page(store):
     check(at.text_area(key="curate_rationale").set_value("**why**").run())
     check(at.button(key="curate_apply").click().run())
     assert fresh(store).audit_log(HOSTILE_ID)[-1].actor == "<b>op</b>"  # stored as given, shown inert
+
+
+def test_curate_delete_then_restore_from_the_archive(store):
+    rid = pinned_free_record(store)
+    m = fresh(store)
+    assert m.get(rid).lifecycle.deletion_policy.value != "never"
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
+    at.query_params["id"] = rid
+    ok(at.run())
+    at.selectbox(key="curate_op").set_value("delete")
+    at.text_input(key="curate_operator").set_value("ann")
+    ok(at.text_area(key="curate_rationale").set_value("obsolete").run())
+    assert at.button(key="curate_apply").disabled
+    ok(at.checkbox(key="curate_confirm").check().run())
+    ok(at.button(key="curate_apply").click().run())
+    assert "Delete (archive) done" in unescaped(texts(at.success))
+    assert rid not in fresh(store).ids() and rid in fresh(store).archived_ids()
+
+    ok(at.selectbox(key="curate_op").set_value("restore").run())
+    ok(at.multiselect(key="curate_archived").set_value([rid]).run())
+    ok(at.text_area(key="curate_rationale").set_value("needed after all").run())
+    assert list(table(at, "details", "actor")["action"]) == ["revise"]
+    ok(at.button(key="curate_apply").click().run())
+    assert "Restore from archive done" in unescaped(texts(at.success))
+    m = fresh(store)
+    assert rid in m.ids() and m.audit_log(rid)[-1].rationale.startswith("restored from archive")
