@@ -148,17 +148,38 @@ def set_select_slider(con: Console, index: int, option: str, options: list[str])
     assert got == option, f"select slider #{index} shows {got!r}, wanted {option!r}"
 
 
+def open_dropdown(con: Console, widget) -> None:
+    """Open a selectbox's or multiselect's option list (clicking its input until it shows)."""
+    for _ in range(3):
+        widget.locator("input").first.click()
+        try:
+            con.page.locator("[role=listbox] [role=option]").first.wait_for(state="visible", timeout=5000)
+            return
+        except Exception:
+            con.page.keyboard.press("Escape")
+    raise AssertionError("the option list does not open")
+
+
+def multiselect_values(box) -> list[str]:
+    return [t.strip() for t in box.locator(".react-aria-ComboBox [data-tag] span[title]").all_inner_texts()]
+
+
 def set_multiselect(con: Console, index: int, values: list[str]) -> None:
-    """Make the ``index``-th multiselect on the page hold exactly ``values`` (typed + Enter)."""
+    """Make the ``index``-th multiselect on the page hold exactly ``values``."""
     box = con.page.locator("[data-testid=stMultiSelect]").nth(index)
-    # clear what is there
-    clear = box.locator("[role=button][aria-label*='Clear all'], [title='Clear all']")
-    if clear.count():
-        con.act(lambda: clear.first.click())
+    for old in multiselect_values(box):
+        if old not in values:
+            con.act(lambda old=old: box.locator(f".react-aria-ComboBox button[aria-label='Remove {old}']").click())
     for value in values:
+        if value in multiselect_values(box):
+            continue
+
         def add(value=value) -> None:
-            box.locator("input").click()
-            box.locator("input").fill(value)
-            con.page.locator("[role=option]", has_text=re.compile("^" + re.escape(value) + "$")).first.click()
+            open_dropdown(con, box)
+            box.locator("input").first.fill(value)
+            con.page.locator("[role=listbox] [role=option]", has_text=re.compile("^" + re.escape(value) + "$")).first.click()
+
         con.act(add)
         con.page.keyboard.press("Escape")
+    got = multiselect_values(box)
+    assert sorted(got) == sorted(values), f"multiselect #{index} holds {got}, wanted {values}"
