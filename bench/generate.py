@@ -24,14 +24,19 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
+import multiprocessing
 import random
 import sys
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
+
+import orjson
 
 UTC = timezone.utc
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)  # the generated stores' "now"; benchmarks ask as of it
@@ -208,7 +213,49 @@ _DECAY = {
 }
 
 
+PRUNED_BEFORE = NOW_EPOCH - HOUR  # the store was last pruned (hourly sweep) an hour before NOW
+_PRUNE_THRESHOLD = 0.001
+
+
+def _salience(doc: dict[str, Any], t: float) -> float:
+    """S(t) of a generated record (SPEC 2), to leave out what an earlier prune took."""
+    lc = doc["lifecycle"]
+    decay = lc["decay"]
+    s_a, a = doc["_anchor"]
+    if lc["pinned"]:
+        return s_a
+    if decay["max_age_seconds"] and t - doc["_created"] >= decay["max_age_seconds"]:
+        return 0.0
+    floor = decay["min_salience"]
+    if s_a <= floor:
+        return s_a
+    delta, h = max(0.0, t - a), decay["half_life_seconds"]
+    if decay["curve"] == "linear":
+        f = max(0.0, 1.0 - delta / (2 * h))
+    elif decay["curve"] == "custom":
+        pts = decay["points"]
+        f = pts[-1][1]
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            if delta <= x1:
+                f = y0 + (y1 - y0) * (delta - x0) / (x1 - x0)
+                break
+    else:
+        f = 2.0 ** (-delta / h)
+    return max(s_a * f, floor)
+
+
 def make_record(rng: random.Random, seed: int, index: int) -> dict[str, Any]:
+    """Record ``index``: drawn until it is one an hourly prune would have left in the store."""
+    while True:
+        doc = _draw(rng, seed, index)
+        lc = doc["lifecycle"]
+        keep = lc["pinned"] or lc["deletion_policy"] != "auto_prune" or _salience(doc, PRUNED_BEFORE) >= _PRUNE_THRESHOLD
+        del doc["_created"], doc["_anchor"]
+        if keep:
+            return doc
+
+
+def _draw(rng: random.Random, seed: int, index: int) -> dict[str, Any]:
     type_ = _pick(rng, _TYPE_NAMES, _TYPE_CUM)
     sensitivity = _pick(rng, _SENS_NAMES, _SENS_CUM)
     scope = "" if rng.random() < UNSCOPED_SHARE else _pick(rng, _SCOPE_NAMES, _SCOPE_CUM)
@@ -277,6 +324,8 @@ def make_record(rng: random.Random, seed: int, index: int) -> dict[str, Any]:
     }
     if rng.random() < 0.02:  # an unknown field from a newer Membrane: kept on import, written on export
         doc["x_origin"] = {"deployment": "membrane-go", "build": rng.randint(100, 999)}
+    doc["_created"] = created
+    doc["_anchor"] = (lifecycle["anchor_salience"], updated) if "anchor_salience" in lifecycle else (salience, updated)
     return doc
 
 
@@ -293,12 +342,23 @@ def records(n: int, seed: int = DEFAULT_SEED, start: int = 0) -> Iterator[dict[s
         block += 1
 
 
+def _chunk_json(seed: int, lo: int, hi: int) -> bytes:
+    """Records lo .. hi - 1 as one JSON array (what a generator process hands the importer)."""
+    return orjson.dumps(list(records(hi, seed, lo)))
+
+
 def generate(url: str, n: int, seed: int = DEFAULT_SEED, chunk: int = 20_000, progress: bool = True,
-             start: int = 0) -> dict[str, float]:
+             start: int = 0, gen_processes: int = 1) -> dict[str, float]:
     """Write records ``start`` .. ``n - 1`` into the store at ``url`` through ``import_records``,
-    ``chunk`` per transaction. Returns timings (seconds): generating, importing, total."""
+    ``chunk`` per transaction (rounded up to whole blocks). With ``gen_processes`` > 0 the
+    records are generated in that many side processes while this one imports (two cores: one
+    generates, one imports). Returns timings in seconds: ``import_s`` is the time spent inside
+    ``import_records``; ``wait_s`` the time the importer waited for generated records."""
     from membrane_engine import Membrane
 
+    chunk = max(BLOCK, -(-chunk // BLOCK) * BLOCK)
+    if start % BLOCK:
+        raise ValueError(f"start must be a multiple of {BLOCK}")
     m = Membrane.open(url, load_sample=False)
     bar = None
     if progress:
@@ -308,18 +368,40 @@ def generate(url: str, n: int, seed: int = DEFAULT_SEED, chunk: int = 20_000, pr
             bar = tqdm(total=n - start, unit="rec", unit_scale=True, desc="import", file=sys.stderr)
         except ImportError:  # pragma: no cover - tqdm is in the bench extra
             bar = None
-    t_gen = t_imp = 0.0
+    bounds = [(lo, min(n, lo + chunk)) for lo in range(start, n, chunk)]
+    t_wait = t_imp = 0.0
     began = time.perf_counter()
-    source = records(n, seed, start)
-    done = start
+    pool = None
     try:
-        while done < n:
+        if gen_processes > 0 and len(bounds) > 1:
+            pool = multiprocessing.get_context("fork").Pool(gen_processes)
+            pending: deque = deque()
+            feed = iter(bounds)
+            for lo, hi in itertools.islice(feed, gen_processes + 1):  # bounded read-ahead
+                pending.append(pool.apply_async(_chunk_json, (seed, lo, hi)))
+
+            def batches() -> Iterator[list[dict[str, Any]]]:
+                while pending:
+                    data = pending.popleft().get()
+                    nxt = next(feed, None)
+                    if nxt is not None:
+                        pending.append(pool.apply_async(_chunk_json, (seed, *nxt)))
+                    yield orjson.loads(data)
+        else:
+            def batches() -> Iterator[list[dict[str, Any]]]:
+                for lo, hi in bounds:
+                    yield list(records(hi, seed, lo))
+        source = batches()
+        done = start
+        while True:
             t0 = time.perf_counter()
-            batch = [next(source) for _ in range(min(chunk, n - done))]
+            batch = next(source, None)
             t1 = time.perf_counter()
+            if batch is None:
+                break
             m.import_records(batch, actor="bench.generate")
             t2 = time.perf_counter()
-            t_gen += t1 - t0
+            t_wait += t1 - t0
             t_imp += t2 - t1
             done += len(batch)
             if bar is not None:
@@ -327,11 +409,15 @@ def generate(url: str, n: int, seed: int = DEFAULT_SEED, chunk: int = 20_000, pr
             elif progress:
                 print(f"\r{done:,}/{n:,} records", end="", file=sys.stderr, flush=True)
     finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
         if bar is not None:
             bar.close()
         m.close()
     total = time.perf_counter() - began
-    return {"records": n - start, "generate_s": round(t_gen, 2), "import_s": round(t_imp, 2), "total_s": round(total, 2)}
+    return {"records": n - start, "import_s": round(t_imp, 2), "wait_s": round(t_wait, 2), "total_s": round(total, 2),
+            "records_per_s": round((n - start) / total) if total else 0}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -340,9 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", required=True, help="SQLAlchemy URL of the (empty) store to fill")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--chunk", type=int, default=20_000, help="records per import transaction")
+    parser.add_argument("--gen-processes", type=int, default=1,
+                        help="side processes generating records while this one imports (0: generate inline)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    result = generate(args.db, args.n, args.seed, args.chunk, progress=not args.quiet)
+    result = generate(args.db, args.n, args.seed, args.chunk, progress=not args.quiet,
+                      gen_processes=args.gen_processes)
     print(json.dumps(result))
     return 0
 

@@ -5,12 +5,24 @@ scalar columns of every record live here in numpy arrays, and gating, salience a
 run as vectorized passes over them. The cache stays current through the ``changes`` log: before
 each query it reads the newest change number (one indexed lookup) and reloads only the rows
 written since, by this process or any other.
+
+Snapshots are immutable, and a new one shares everything it can with the one before, so keeping
+the cache current costs about what changed, not the size of the store:
+- each column lives in a buffer with spare capacity; a snapshot sees ``buffer[:n]``. Records
+  added since are written past the old snapshots' ``n`` (which they never read), so appending
+  copies nothing.
+- a change to existing rows copies only the columns whose values actually changed (a reinforce
+  touches the anchor and last_reinforced_at, not the other dozen columns); every other column is
+  shared with the previous snapshot. Nothing a published snapshot can read is ever written.
+- ``row_of`` (id -> row) is one dict shared by all snapshots (rows are only ever added, never
+  moved), seen through a ``RowIndex`` that hides rows beyond the snapshot's ``n``.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +35,48 @@ TYPE_CODES = dict(LAYER_RANK)  # type name -> code; the code is also its canonic
 TYPE_NAMES = sorted(TYPE_CODES, key=TYPE_CODES.get)
 POLICY_CODES = {"auto_prune": 0, "manual_only": 1, "never": 2}
 _FULL_RELOAD_FRACTION = 0.2
+_GROWTH = 1.25  # spare capacity on (re)allocation, so appends rarely copy
+
+# Column name -> dtype, in one place (Snapshot fields; decay columns live in snapshot.decay).
+_DTYPES: dict[str, type | str] = {
+    "ids": object, "alive": bool, "type_code": np.int8, "sens_level": np.int8, "scope_code": np.int32,
+    "confidence": float, "created_at": float, "anchor_salience": float, "anchor_at": float,
+    "curve": np.int8, "half_life": float, "min_salience": float, "max_age": float, "pinned": bool,
+    "policy": np.int8, "last_reinforced_at": float, "success_signal": float,
+}
+_COL = {name: k for k, name in enumerate(SCALAR_COLUMNS)}
+
+
+class RowIndex(Mapping):
+    """id -> row for one snapshot: a view of the dict all snapshots share, limited to the rows
+    that existed when the snapshot was taken."""
+
+    __slots__ = ("_rows", "_n")
+
+    def __init__(self, rows: dict[str, int], n: int):
+        self._rows = rows
+        self._n = n
+
+    def get(self, key, default=None):
+        i = self._rows.get(key)
+        return i if i is not None and i < self._n else default
+
+    def __getitem__(self, key) -> int:
+        i = self._rows.get(key)
+        if i is None or i >= self._n:
+            raise KeyError(key)
+        return i
+
+    def __contains__(self, key) -> bool:
+        i = self._rows.get(key)
+        return i is not None and i < self._n
+
+    def __iter__(self) -> Iterator[str]:
+        n = self._n
+        return (k for k, i in list(self._rows.items()) if i < n)
+
+    def __len__(self) -> int:
+        return self._n
 
 
 @dataclass
@@ -42,100 +96,174 @@ class Snapshot:
     policy: np.ndarray
     last_reinforced_at: np.ndarray
     success_signal: np.ndarray
-    row_of: dict[str, int]
+    row_of: Mapping  # RowIndex: id -> row
 
     def __len__(self) -> int:
-        return int(self.alive.sum())
+        return int(np.count_nonzero(self.alive))
 
 
-def _build(rows: list[tuple], seq: int) -> Snapshot:
+class _Columns:
+    """The buffers behind the newest snapshot (only the cache, under its lock, touches these)."""
+
+    def __init__(self, buffers: dict[str, np.ndarray], n: int, scope_names: list[str],
+                 custom: dict[int, tuple[tuple[float, float], ...]], row_of: dict[str, int]):
+        self.buffers = buffers
+        self.n = n
+        self.scope_names = scope_names
+        self.scope_index = {s: i for i, s in enumerate(scope_names)}
+        self.custom = custom
+        self.row_of = row_of
+
+    @property
+    def capacity(self) -> int:
+        return len(self.buffers["ids"])
+
+    def snapshot(self, seq: int) -> Snapshot:
+        n = self.n
+        v = {name: buf[:n] for name, buf in self.buffers.items()}
+        decay = DecayColumns(
+            anchor_salience=v["anchor_salience"], anchor_at=v["anchor_at"], created_at=v["created_at"],
+            curve=v["curve"], half_life=v["half_life"], min_salience=v["min_salience"], max_age=v["max_age"],
+            pinned=v["pinned"], custom_points=self.custom,
+        )
+        return Snapshot(
+            seq=seq, ids=v["ids"], alive=v["alive"], type_code=v["type_code"], sens_level=v["sens_level"],
+            scope_code=v["scope_code"], scope_names=self.scope_names, confidence=v["confidence"],
+            created_at=v["created_at"], decay=decay, policy=v["policy"],
+            last_reinforced_at=v["last_reinforced_at"], success_signal=v["success_signal"],
+            row_of=RowIndex(self.row_of, n),
+        )
+
+
+def _decode(rows: list[tuple], scope_index: dict[str, int], scope_names: list[str]) -> dict[str, np.ndarray]:
+    """Column arrays of a chunk of SCALAR_COLUMNS tuples (new scopes are added to the vocabulary)."""
     n = len(rows)
-    cols = list(zip(*rows)) if rows else [()] * len(SCALAR_COLUMNS)
-    c = dict(zip(SCALAR_COLUMNS, cols))
-    ids = np.array(c["id"], dtype=object)
-    scopes = list(c["scope"])
-    scope_names = sorted(set(scopes) | {""})
-    scope_index = {s: i for i, s in enumerate(scope_names)}
-    custom = {i: tuple(map(tuple, json.loads(p))) for i, p in enumerate(c["decay_points"]) if p}
-    f = lambda name: np.array(c[name], dtype=float) if n else np.empty(0)  # noqa: E731
-    lri = np.array([np.nan if v is None else v for v in c["last_reinforced_at"]], dtype=float) if n else np.empty(0)
-    decay = DecayColumns(
-        anchor_salience=f("anchor_salience"), anchor_at=f("anchor_at"), created_at=f("created_at"),
-        curve=np.array(c["curve"], dtype=np.int8) if n else np.empty(0, dtype=np.int8),
-        half_life=f("half_life"), min_salience=f("min_salience"), max_age=f("max_age"),
-        pinned=np.array(c["pinned"], dtype=bool) if n else np.empty(0, dtype=bool),
-        custom_points=custom,
-    )
-    return Snapshot(
-        seq=seq, ids=ids, alive=np.ones(n, dtype=bool),
-        type_code=np.array([TYPE_CODES[t] for t in c["type"]], dtype=np.int8) if n else np.empty(0, dtype=np.int8),
-        sens_level=np.array(c["sens_level"], dtype=np.int8) if n else np.empty(0, dtype=np.int8),
-        scope_code=np.array([scope_index[s] for s in scopes], dtype=np.int32) if n else np.empty(0, dtype=np.int32),
-        scope_names=scope_names, confidence=f("confidence"), created_at=f("created_at"), decay=decay,
-        policy=np.array([POLICY_CODES[p] for p in c["deletion_policy"]], dtype=np.int8) if n else np.empty(0, dtype=np.int8),
-        last_reinforced_at=lri, success_signal=f("success_signal"),
-        row_of={rid: i for i, rid in enumerate(c["id"])},
-    )
+    if n == 0:
+        return {name: np.empty(0, dtype=dtype) for name, dtype in _DTYPES.items()}
+    c = list(zip(*rows))
 
+    def col(name: str) -> tuple:
+        return c[_COL[name]]
 
-def _patched(old: Snapshot, changed_rows: list[tuple], gone: set[str], seq: int) -> Snapshot:
-    """A new snapshot with changed rows replaced or appended and removed ones marked dead."""
-    fresh = _build(changed_rows, seq)
-    # Merge scope vocabularies, recoding the fresh rows into the old one extended.
-    scope_names = list(old.scope_names)
-    index = {s: i for i, s in enumerate(scope_names)}
-    for s in fresh.scope_names:
-        if s not in index:
-            index[s] = len(scope_names)
+    for s in set(col("scope")):
+        if s not in scope_index:
+            scope_index[s] = len(scope_names)
             scope_names.append(s)
-    fresh_scope = np.array([index[fresh.scope_names[k]] for k in fresh.scope_code], dtype=np.int32)
+    out = {
+        "ids": np.array(col("id"), dtype=object),
+        "alive": np.ones(n, dtype=bool),
+        "type_code": np.array([TYPE_CODES[t] for t in col("type")], dtype=np.int8),
+        "sens_level": np.array(col("sens_level"), dtype=np.int8),
+        "scope_code": np.array([scope_index[s] for s in col("scope")], dtype=np.int32),
+        "curve": np.array(col("curve"), dtype=np.int8),
+        "pinned": np.array(col("pinned"), dtype=bool),
+        "policy": np.array([POLICY_CODES[p] for p in col("deletion_policy")], dtype=np.int8),
+    }
+    for name in ("confidence", "created_at", "anchor_salience", "anchor_at", "half_life", "min_salience",
+                 "max_age", "last_reinforced_at", "success_signal"):
+        out[name] = np.array(col(name), dtype=float)  # None (unset last_reinforced_at) -> NaN
+    return out
 
-    replace_at, replace_from, append_from = [], [], []
-    for j, rid in enumerate(fresh.ids):
-        i = old.row_of.get(rid)
+
+def _custom_of(rows: list[tuple], offset: int) -> dict[int, tuple[tuple[float, float], ...]]:
+    k = _COL["decay_points"]
+    return {offset + i: tuple(map(tuple, json.loads(r[k]))) for i, r in enumerate(rows) if r[k]}
+
+
+def _load(store: Store, conn) -> _Columns:
+    """Every record, chunk by chunk from the driver, into buffers with spare capacity."""
+    scope_names = [""]
+    scope_index = {"": 0}
+    parts: list[dict[str, np.ndarray]] = []
+    custom: dict[int, tuple[tuple[float, float], ...]] = {}
+    n = 0
+    for rows in store.scalar_chunks(conn):
+        custom.update(_custom_of(rows, n))
+        parts.append(_decode(rows, scope_index, scope_names))
+        n += len(rows)
+    capacity = max(16, int(n * _GROWTH))
+    buffers = {}
+    for name, dtype in _DTYPES.items():
+        buf = np.empty(capacity, dtype=dtype)
+        at = 0
+        for part in parts:
+            buf[at:at + len(part[name])] = part[name]
+            at += len(part[name])
+        buffers[name] = buf
+    ids = buffers["ids"][:n].tolist()
+    row_of = dict(zip(ids, range(n)))
+    return _Columns(buffers, n, scope_names, custom, row_of)
+
+
+def _apply(cols: _Columns, rows: list[tuple], gone: set[str]) -> None:
+    """Bring ``cols`` to the state after ``rows`` (changed or new records, SCALAR_COLUMNS tuples)
+    were written and ``gone`` were removed. Never writes where a published snapshot reads:
+    changed columns are copied, new rows go past every snapshot's end."""
+    n = cols.n
+    scope_names = list(cols.scope_names)
+    scope_index = dict(cols.scope_index)
+    fresh = _decode(rows, scope_index, scope_names)
+    fresh_custom = _custom_of(rows, 0)
+    replace_at: list[int] = []
+    replace_from: list[int] = []
+    append_from: list[int] = []
+    for j, rid in enumerate(fresh["ids"]):
+        i = cols.row_of.get(rid)
         if i is None:
             append_from.append(j)
         else:
             replace_at.append(i)
             replace_from.append(j)
+    gone_at = [cols.row_of[rid] for rid in gone if rid in cols.row_of]
     ra = np.array(replace_at, dtype=np.int64)
     rf = np.array(replace_from, dtype=np.int64)
     af = np.array(append_from, dtype=np.int64)
-
-    def merge(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out = a.copy()
-        if len(ra):
-            out[ra] = b[rf]
-        return np.concatenate([out, b[af]]) if len(af) else out
-
-    alive = merge(old.alive, fresh.alive)
-    for rid in gone:
-        i = old.row_of.get(rid)
-        if i is not None:
-            alive[i] = False
-    n_old = len(old.ids)
-    custom = {i: p for i, p in old.decay.custom_points.items() if i not in set(replace_at)}
-    for j, p in fresh.decay.custom_points.items():
-        target = replace_at[replace_from.index(j)] if j in replace_from else n_old + append_from.index(j)
-        custom[target] = p
-    od, fd = old.decay, fresh.decay
-    decay = DecayColumns(
-        merge(od.anchor_salience, fd.anchor_salience), merge(od.anchor_at, fd.anchor_at),
-        merge(od.created_at, fd.created_at), merge(od.curve, fd.curve), merge(od.half_life, fd.half_life),
-        merge(od.min_salience, fd.min_salience), merge(od.max_age, fd.max_age), merge(od.pinned, fd.pinned), custom,
-    )
-    ids = merge(old.ids, fresh.ids)
-    row_of = dict(old.row_of)
-    for k, j in enumerate(append_from):
-        row_of[fresh.ids[j]] = n_old + k
-    return Snapshot(
-        seq=seq, ids=ids, alive=alive, type_code=merge(old.type_code, fresh.type_code),
-        sens_level=merge(old.sens_level, fresh.sens_level), scope_code=merge(old.scope_code, fresh_scope),
-        scope_names=scope_names, confidence=merge(old.confidence, fresh.confidence),
-        created_at=merge(old.created_at, fresh.created_at), decay=decay, policy=merge(old.policy, fresh.policy),
-        last_reinforced_at=merge(old.last_reinforced_at, fresh.last_reinforced_at),
-        success_signal=merge(old.success_signal, fresh.success_signal), row_of=row_of,
-    )
+    k = len(af)
+    buffers = dict(cols.buffers)
+    if n + k > cols.capacity:  # grow: the one case that copies every column
+        capacity = int((n + k) * _GROWTH) + 16
+        for name, buf in buffers.items():
+            grown = np.empty(capacity, dtype=buf.dtype)
+            grown[:n] = buf[:n]
+            buffers[name] = grown
+    for name, buf in buffers.items():
+        new_values = fresh[name]
+        if name == "alive":
+            changed = (len(ra) and not buf[ra].all()) or (gone_at and buf[gone_at].any())
+        elif len(ra):
+            old = buf[ra]
+            new = new_values[rf]
+            changed = not (np.array_equal(old, new, equal_nan=True) if old.dtype.kind == "f" else np.array_equal(old, new))
+        else:
+            changed = False
+        if changed:
+            buf = buf.copy()  # copy-on-write: the previous snapshot keeps its buffer untouched
+            buffers[name] = buf
+            if name == "alive":
+                if len(ra):
+                    buf[ra] = True
+                if gone_at:
+                    buf[gone_at] = False
+            else:
+                buf[ra] = new_values[rf]
+        if k:
+            buf[n:n + k] = new_values[af]  # past every published snapshot's end
+    # Custom decay points: copied only when a custom row changes or arrives.
+    custom = cols.custom
+    touched = set(replace_at) | set(gone_at)
+    if fresh_custom or any(i in custom for i in touched):
+        custom = {i: p for i, p in custom.items() if i not in touched}
+        for j, p in fresh_custom.items():
+            custom[replace_at[replace_from.index(j)] if j in replace_from else n + append_from.index(j)] = p
+    row_of = cols.row_of
+    for offset, j in enumerate(append_from):
+        row_of[fresh["ids"][j]] = n + offset  # invisible to older snapshots (RowIndex bounds)
+    cols.buffers = buffers
+    cols.n = n + k
+    if len(scope_names) != len(cols.scope_names):
+        cols.scope_names = scope_names
+        cols.scope_index = scope_index
+    cols.custom = custom
 
 
 class ColumnCache:
@@ -144,6 +272,7 @@ class ColumnCache:
     def __init__(self, store: Store):
         self._store = store
         self._snapshot: Snapshot | None = None
+        self._columns: _Columns | None = None
         self._lock = threading.Lock()
 
     def current(self) -> Snapshot:
@@ -156,19 +285,23 @@ class ColumnCache:
                 snap = self._snapshot
                 if snap is not None and snap.seq >= seq:
                     return snap
-                if snap is None:
-                    new = _build(self._store.scalar_rows(conn), seq)
+                cols = self._columns
+                if snap is None or cols is None:
+                    cols = _load(self._store, conn)
                 else:
                     changed = self._store.changed_since(conn, snap.seq)
-                    if len(changed) > _FULL_RELOAD_FRACTION * max(len(snap.ids), 1000):
-                        new = _build(self._store.scalar_rows(conn), seq)
+                    if len(changed) > _FULL_RELOAD_FRACTION * max(cols.n, 1000):
+                        cols = _load(self._store, conn)
                     else:
                         rows = self._store.scalar_rows(conn, sorted(changed))
                         present = {r[0] for r in rows}
-                        new = _patched(snap, rows, changed - present, seq)
+                        _apply(cols, rows, changed - present)
+                new = cols.snapshot(seq)
+                self._columns = cols
                 self._snapshot = new
                 return new
 
     def invalidate(self) -> None:
         with self._lock:
             self._snapshot = None
+            self._columns = None
