@@ -65,7 +65,10 @@ if "curate_op" not in st.session_state and url_op in OPS:
     st.session_state["curate_op"] = url_op
 op = top[1].selectbox("Operation", list(OPS), key="curate_op", format_func=lambda o: OPS[o][0])
 label, what, destructive, targets = OPS[op]
-st.info(what, icon=":material/warning:" if destructive else ":material/info:")
+if destructive:
+    st.warning(f"{what} Destructive: you will be asked to confirm.", icon=":material/warning:")
+else:
+    st.info(what, icon=":material/info:")
 
 last = st.session_state.get(RESULTS_KEY)
 if last:
