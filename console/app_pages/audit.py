@@ -25,6 +25,15 @@ VERIFY_KEY = "audit_verification"
 
 m = state.membrane()
 
+
+@st.cache_data(ttl=30, show_spinner=False)
+def facets(_membrane, url: str) -> tuple[list[str], tuple[float, float] | None]:
+    """Actors (for the filter) and the log's time span: GROUP BY / MIN-MAX over the whole log,
+    so kept for 30 s per store rather than recomputed on every widget change."""
+    return audit_actors(_membrane), audit_span(_membrane)
+
+
+
 st.title("Audit log")
 st.caption("Every audit entry in the store, newest first. Entries are append-only and hash-chained per record; "
            "verification walks every chain and reports edited, deleted, reordered or truncated history.")
@@ -61,10 +70,9 @@ if verification is not None and verification[1]:
 url_ids = ids_from_url()
 if "audit_record" not in st.session_state and url_ids:
     st.session_state["audit_record"] = url_ids[0]
-span = audit_span(m)
+actors, span = facets(m, m.url)
 st.subheader("Filter")
 f1, f2, f3, f4, f5 = st.columns([2, 2, 3, 2, 2])
-actors = audit_actors(m)
 actor = f1.selectbox("Actor", [ANY] + actors, key="audit_actor", format_func=lambda a: clean(a, 80))
 action = f2.selectbox("Action", [ANY] + ACTIONS, key="audit_action")
 record_id = f3.text_input("Record id", key="audit_record", help="Exact id; `?id=` in the URL fills it").strip()
