@@ -104,7 +104,6 @@ with p3:
 table = frame(rows)
 st.dataframe(table, hide_index=True, key="audit_table", column_config={
     "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss", width="medium"),
-    "record_id": st.column_config.TextColumn(width="medium"),
     "rationale": st.column_config.TextColumn(width="large"),
 })
 st.download_button(
