@@ -8,25 +8,53 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
 from sqlalchemy.engine import Connection
 
 from .errors import AlreadyExistsError, ValidationError
 from .salience import anchor_of
-from .schema import MemoryRecord, format_time, to_epoch, validate_record
+from .schema import MAX_RECORD_BYTES, MemoryRecord, format_time, to_epoch, validate_record
 from .store import Store, record_row
 
-MAX_RECORD_BYTES = 8 * 1024 * 1024  # one record's JSON; larger ones are refused, not stored
+# MAX_RECORD_BYTES (8 MiB of one record's JSON) is checked by validate_record (schema.check_json).
 MAX_REPORTED = 200
 
 
-def read_file(path: Path) -> list[Any]:
+def read_file(path: Any) -> list[Any]:
     """Records from a ``.json`` array (or single object) or a ``.jsonl`` file; a file that does
     not parse is refused with the line and column where it breaks."""
+    if not isinstance(path, (str, Path)) or str(path) == "":
+        raise ValidationError(f"path must be a file path (got {path!r})", [("path", repr(path))])
+    path = Path(path)
     if not path.exists():
         raise ValidationError(f"file {str(path)!r} does not exist", [("path", str(path))])
-    text = path.read_text(encoding="utf-8")
+    if not path.is_file():
+        raise ValidationError(f"path {str(path)!r} is not a file", [("path", str(path))])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{path.name}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})",
+                              [("path", "not UTF-8")]) from None
+    except OSError as exc:
+        raise ValidationError(f"path {str(path)!r} cannot be read ({exc.strerror or exc})", [("path", str(path))]) from None
     return parse_text(text, jsonl=path.suffix.lower() == ".jsonl", name=path.name)
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json reads NaN and +-Infinity; JSON (and Membrane) does not.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _loads(text: str, name: str, where: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        at = f"line {exc.lineno} column {exc.colno}" if not where else f"column {exc.colno}"
+        raise ValidationError(f"{name}{where}: not valid JSON ({exc.msg} at {at})",
+                              [(f"line {exc.lineno}" if not where else where.strip(), exc.msg)]) from None
+    except ValueError as exc:
+        raise ValidationError(f"{name}{where}: {exc}", [(where.strip() or "file", str(exc))]) from None
+    except RecursionError:
+        raise ValidationError(f"{name}{where}: JSON nested too deeply", [(where.strip() or "file", "nested too deeply")]) from None
 
 
 def parse_text(text: str, jsonl: bool = False, name: str = "input") -> list[Any]:
@@ -35,17 +63,9 @@ def parse_text(text: str, jsonl: bool = False, name: str = "input") -> list[Any]
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                items.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValidationError(f"{name} line {number}: not valid JSON ({exc.msg} at column {exc.colno})",
-                                      [(f"line {number}", exc.msg)]) from None
+            items.append(_loads(line, name, f" line {number}"))
         return items
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
-                              [(f"line {exc.lineno}", exc.msg)]) from None
+    data = _loads(text, name, "")
     if isinstance(data, dict):
         return [data]
     if not isinstance(data, list):
@@ -60,15 +80,6 @@ def _index_of(location: str) -> int:
         return int(location.split(":", 1)[0].split()[1])
     except (IndexError, ValueError):
         return -1
-
-
-def _json_size(item: dict[str, Any]) -> int:
-    """Bytes of an item's JSON (compact UTF-8; orjson, else the json module for what orjson
-    cannot write, such as integers beyond 64 bits)."""
-    try:
-        return len(orjson.dumps(item, default=str, option=orjson.OPT_NON_STR_KEYS))
-    except (TypeError, ValueError):
-        return len(json.dumps(item, default=str, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 @dataclass
@@ -89,12 +100,7 @@ def prepare_import(items: list[Any], store: Store, conn: Connection, now: dateti
     seen: dict[str, int] = {}
     for index, item in enumerate(items):
         try:
-            if isinstance(item, dict):
-                size = _json_size(item)
-                if size > MAX_RECORD_BYTES:
-                    raise ValidationError(f"record is {size} bytes; the limit is {MAX_RECORD_BYTES}",
-                                          [("record", f"{size} bytes")])
-            record = validate_record(item)
+            record = validate_record(item)  # size, strict JSON, then the fields
         except ValidationError as exc:
             for loc, msg in exc.problems or [("record", str(exc))]:
                 problems.append((f"record {index}: {loc}", msg))

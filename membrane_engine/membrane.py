@@ -26,10 +26,21 @@ from .retrieval import (
     run,
 )
 from .salience import anchor_of, salience_at, take
-from .schema import UTC, MemoryRecord, MemoryType, as_utc, format_time, to_epoch
+from .schema import (
+    MAX_ACTOR_LENGTH,
+    UTC,
+    MemoryRecord,
+    MemoryType,
+    as_utc,
+    check_id,
+    check_ids,
+    check_instant,
+    format_time,
+    to_epoch,
+)
 from .selector import DEFAULT_THRESHOLD, EmbeddingProvider
 from .store import DEFAULT_DB_PATH, Store, default_url, record_row, records
-from .trust import TrustContext, Verdict, redact
+from .trust import TrustContext, Verdict, as_trust, redact
 
 SAMPLE_STORE = Path(__file__).resolve().parent.parent / "sample_data" / "membrane_sample.json"
 IMPORT_BATCH = 5000
@@ -39,6 +50,16 @@ try:  # curation lives in its own module; the facade inherits its operations
 except ImportError:  # pragma: no cover - only while curation is being written
     class CurationMixin:  # type: ignore[no-redef]
         pass
+
+
+def _check_actor(actor: Any) -> str:
+    """The actor an import's audit entries name: stored in a column of its own."""
+    if not isinstance(actor, str) or not actor.strip():
+        raise ValidationError(f"actor must be a non-empty string (got {actor!r})", [("actor", repr(actor))])
+    if "\x00" in actor or len(actor) > MAX_ACTOR_LENGTH:
+        raise ValidationError(f"actor must be at most {MAX_ACTOR_LENGTH} characters without NUL (got {actor[:80]!r})",
+                              [("actor", "too long or NUL")])
+    return actor
 
 
 class Membrane(CurationMixin):
@@ -90,6 +111,10 @@ class Membrane(CurationMixin):
         """Import records in Membrane's JSON shape, all or nothing. Refuses with a
         ValidationError listing every invalid record (index and field), or AlreadyExistsError
         when an id is already in the store. Returns how many were imported."""
+        if isinstance(items, (dict, str, bytes, MemoryRecord)) or not hasattr(items, "__iter__"):
+            raise ValidationError(f"items must be a list (or other iterable) of records (got {type(items).__name__})",
+                                  [("items", type(items).__name__)])
+        actor = _check_actor(actor)
         items = list(items)
         with self.store.write() as conn:
             prepared = prepare_import(items, self.store, conn, self.now(), actor)
@@ -112,14 +137,21 @@ class Membrane(CurationMixin):
 
     def import_file(self, path: str | Path, actor: str = "import",
                     progress: Callable[[int, int], None] | None = None) -> int:
-        return self.import_records(read_file(Path(path)), actor=actor, progress=progress)
+        return self.import_records(read_file(path), actor=actor, progress=progress)
 
     def iter_export(self, ids: Iterable[str] | None = None, trust: TrustContext | None = None,
                     as_of: datetime | None = None, batch: int = 2000) -> Iterator[dict[str, Any]]:
         """Records as Membrane JSON with ``salience = S(as_of)`` and the anchor extension fields.
         With ``trust``, only what that context may see: hidden records are left out and
         redacted ones are written as their metadata-only view."""
-        when = as_utc(as_of) if as_of else self.now()
+        # Arguments are checked now, not when the first record is asked for.
+        ids = check_ids(ids) if ids is not None else None
+        trust = as_trust(trust) if trust is not None else None
+        when = check_instant(as_of) if as_of is not None else self.now()
+        return self._iter_export(ids, trust, when, batch)
+
+    def _iter_export(self, ids: list[str] | None, trust: TrustContext | None, when: datetime,
+                     batch: int) -> Iterator[dict[str, Any]]:
         snap = self.columns.current()
         if ids is None:
             rows = np.nonzero(snap.alive)[0]
@@ -159,29 +191,44 @@ class Membrane(CurationMixin):
     def export_file(self, path: str | Path, ids: Iterable[str] | None = None, trust: TrustContext | None = None,
                     as_of: datetime | None = None) -> int:
         """Write records to ``.json`` (an array) or ``.jsonl``; returns how many."""
+        if not isinstance(path, (str, Path)) or str(path) == "":
+            raise ValidationError(f"path must be a file path (got {path!r})", [("path", repr(path))])
         path = Path(path)
+        if path.is_dir():
+            raise ValidationError(f"path {str(path)!r} is a directory, not a file", [("path", str(path))])
+        if not path.parent.is_dir():
+            raise ValidationError(f"path {str(path)!r}: the directory {str(path.parent)!r} does not exist",
+                                  [("path", str(path))])
+        docs = self.iter_export(ids, trust, as_of)  # checks the arguments before a file is made
         count = 0
         tmp = path.with_name(path.name + ".partial")
-        with tmp.open("w", encoding="utf-8") as out:
-            jsonl = path.suffix.lower() == ".jsonl"
-            if not jsonl:
-                out.write("[\n")
-            for doc in self.iter_export(ids, trust, as_of):
-                if not jsonl and count:
-                    out.write(",\n")
-                out.write(json.dumps(doc, ensure_ascii=False))
-                if jsonl:
-                    out.write("\n")
-                count += 1
-            if not jsonl:
-                out.write("\n]\n")
-        tmp.replace(path)  # a failed export never leaves a half-written file under the real name
+        try:
+            with tmp.open("w", encoding="utf-8") as out:
+                jsonl = path.suffix.lower() == ".jsonl"
+                if not jsonl:
+                    out.write("[\n")
+                for doc in docs:
+                    if not jsonl and count:
+                        out.write(",\n")
+                    out.write(json.dumps(doc, ensure_ascii=False))
+                    if jsonl:
+                        out.write("\n")
+                    count += 1
+                if not jsonl:
+                    out.write("\n]\n")
+            tmp.replace(path)  # a failed export never leaves a half-written file under the real name
+        except OSError as exc:
+            raise ValidationError(f"cannot write {str(path)!r}: {exc.strerror or exc}", [("path", str(path))]) from None
+        finally:
+            tmp.unlink(missing_ok=True)
         return count
 
     # reads --------------------------------------------------------------------------
 
     def get(self, record_id: str, as_of: datetime | None = None) -> MemoryRecord:
         """Operator read, no trust gate: the record with ``salience = S(as_of)`` and its audit log."""
+        record_id = check_id(record_id)
+        as_of = check_instant(as_of) if as_of is not None else None
         with self.store.read() as conn:
             rows = self.store.fetch(conn, [record_id])
             if record_id not in rows:
@@ -202,6 +249,8 @@ class Membrane(CurationMixin):
 
     def salience_at(self, record_id: str, when: datetime) -> float:
         """S(when) of SPEC 2 for a stored record."""
+        record_id = check_id(record_id)
+        when = check_instant(when, "when")
         snap = self.columns.current()
         i = snap.row_of.get(record_id)
         if i is None or not snap.alive[i]:
@@ -210,6 +259,10 @@ class Membrane(CurationMixin):
 
     def salience_curves(self, record_ids: list[str], times: list[datetime]) -> dict[str, list[float]]:
         """S(t) of several records over a time grid in one vectorized pass (decay charts)."""
+        record_ids = check_ids(record_ids, "record_ids")
+        if isinstance(times, (str, bytes, dict)) or not hasattr(times, "__iter__"):
+            raise ValidationError(f"times must be a list of datetimes (got {times!r})", [("times", "not a list")])
+        times = [check_instant(t, "times") for t in times]
         snap = self.columns.current()
         record_ids = list(dict.fromkeys(record_ids))  # a repeated id would break take()'s row mapping
         rows = []
@@ -233,6 +286,11 @@ class Membrane(CurationMixin):
         """Retrieval plus per-layer counts of full / redacted / hidden (the console's simulator)."""
         if request is None:
             raise NilTrustError()
+        if isinstance(request, dict):
+            request = RetrieveRequest(**request)
+        if not isinstance(request, RetrieveRequest):
+            shown = repr(request) if len(repr(request)) <= 80 else repr(request)[:77] + "..."
+            raise ValidationError(f"request must be a RetrieveRequest (got {shown})", [("request", "not a RetrieveRequest")])
         if request.as_of is None:  # "now" is this Membrane's clock, as for get() and metrics()
             request = request.model_copy(update={"as_of": self.now()})
         return run(self.store, self.columns, request, self.selector_threshold, self.embeddings)
@@ -242,8 +300,11 @@ class Membrane(CurationMixin):
 
     def retrieve_by_type(self, memory_type: MemoryType | str, trust: TrustContext | None,
                          as_of: datetime | None = None) -> list[MemoryRecord]:
-        if trust is None:
-            raise NilTrustError()
+        trust = as_trust(trust)
+        as_of = check_instant(as_of) if as_of is not None else None
+        if isinstance(memory_type, (list, tuple, set, dict)):
+            raise ValidationError(f"memory_type must be one memory type (got {memory_type!r})",
+                                  [("memory_type", "not a memory type")])
         req = RetrieveRequest(trust=trust, memory_types=[memory_type], as_of=as_of)
         return self.simulate(req).response.records
 
@@ -253,8 +314,8 @@ class Membrane(CurationMixin):
 
     def explain_many(self, record_ids: list[str], trust: TrustContext | None) -> dict[str, Verdict]:
         """Verdicts for many records at once (what-if tables)."""
-        if trust is None:
-            raise NilTrustError()
+        trust = as_trust(trust)
+        record_ids = check_ids(record_ids, "record_ids")
         from .trust import verdicts
 
         snap = self.columns.current()
@@ -267,6 +328,7 @@ class Membrane(CurationMixin):
 
     def audit_log(self, record_id: str) -> list:
         """The record's audit entries, oldest first (archived records keep theirs)."""
+        record_id = check_id(record_id)
         with self.store.read() as conn:
             rows = audit.log_of(conn, record_id)
             if not rows and not self.store.existing_ids(conn, [record_id]):
@@ -274,6 +336,7 @@ class Membrane(CurationMixin):
         return [r.entry for r in rows]
 
     def audit_rows(self, record_id: str) -> list[audit.AuditRow]:
+        record_id = check_id(record_id)
         with self.store.read() as conn:
             return audit.log_of(conn, record_id)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
 
 from .audit import logs_of
 from .columns import TYPE_CODES, TYPE_NAMES, ColumnCache, Snapshot
@@ -24,12 +25,16 @@ from .schema import (
     MemoryRecord,
     MemoryType,
     as_utc,
+    check_floor,
+    check_id,
+    check_instant,
     format_time,
+    refused,
     to_epoch,
 )
 from .selector import DEFAULT_THRESHOLD, EmbeddingProvider, SelectionResult, select
 from .store import Store
-from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, decide, redact, verdicts
+from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, redact, verdicts
 
 MAX_LIMIT = 10_000
 FULL = VERDICT_CODES[Verdict.FULL]
@@ -48,6 +53,13 @@ class RetrieveRequest(BaseModel):
     min_salience: Any = 0.0
     limit: Any = 0
     as_of: datetime | None = None
+
+    def __init__(self, /, **data: Any) -> None:
+        # A field of the wrong type is refused with the engine's ValidationError (a MembraneError).
+        try:
+            super().__init__(**data)
+        except PydanticValidationError as exc:
+            raise refused("RetrieveRequest", exc) from None
 
 
 class RetrieveResponse(BaseModel):
@@ -75,8 +87,9 @@ class Simulation:
 
 
 def validate_request(req: RetrieveRequest) -> tuple[TrustContext, list[MemoryType], float, int, datetime]:
-    if req is None or req.trust is None:
+    if req is None or getattr(req, "trust", None) is None:
         raise NilTrustError()
+    trust = as_trust(req.trust)
     try:
         min_salience = float(req.min_salience)
     except (TypeError, ValueError):
@@ -90,6 +103,9 @@ def validate_request(req: RetrieveRequest) -> tuple[TrustContext, list[MemoryTyp
     if not 0 <= req.limit <= MAX_LIMIT:
         raise ValidationError(f"limit must be between 0 and {MAX_LIMIT} (got {req.limit})", [("limit", "out of range")])
     types: list[MemoryType] = []
+    if isinstance(req.memory_types, (str, bytes, dict)) or not hasattr(req.memory_types or [], "__iter__"):
+        raise ValidationError(f"memory_types must be a list of memory types (got {req.memory_types!r})",
+                              [("memory_types", "not a list")])
     for value in req.memory_types or []:
         try:
             t = MemoryType(value.value if isinstance(value, MemoryType) else value)
@@ -98,8 +114,8 @@ def validate_request(req: RetrieveRequest) -> tuple[TrustContext, list[MemoryTyp
                                   [("memory_types", f"unknown type {value!r}")]) from None
         if t not in types:
             types.append(t)
-    as_of = as_utc(req.as_of) if req.as_of is not None else datetime.now().astimezone()
-    return req.trust, types, min_salience, int(req.limit), as_utc(as_of)
+    as_of = check_instant(req.as_of) if req.as_of is not None else datetime.now().astimezone()
+    return trust, types, min_salience, int(req.limit), as_utc(as_of)
 
 
 def _materialize(store: Store, ids: list[str], saliences: dict[str, float]) -> dict[str, MemoryRecord]:
@@ -230,8 +246,9 @@ def _sensitivity_name(snap: Snapshot, i: int) -> str:
 
 def retrieve_by_id(store: Store, cache: ColumnCache, record_id: str, trust: TrustContext | None,
                    as_of: datetime | None = None) -> MemoryRecord:
-    if trust is None:
-        raise NilTrustError()
+    trust = as_trust(trust)
+    record_id = check_id(record_id)
+    as_of = check_instant(as_of) if as_of is not None else None
     snap = cache.current()
     i = _row_facts(snap, record_id)
     decision = decision_for(snap, i, trust)
@@ -262,8 +279,10 @@ class Explanation(BaseModel):
 
 def explain(cache: ColumnCache, record_id: str, trust: TrustContext | None, as_of: datetime | None = None,
             min_salience: float = 0.0) -> Explanation:
-    if trust is None:
-        raise NilTrustError()
+    trust = as_trust(trust)
+    record_id = check_id(record_id)
+    as_of = check_instant(as_of) if as_of is not None else None
+    min_salience = check_floor(min_salience)
     snap = cache.current()
     i = _row_facts(snap, record_id)
     decision = decision_for(snap, i, trust)

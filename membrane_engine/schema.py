@@ -7,12 +7,16 @@ written as RFC 3339 with a trailing ``Z``.
 
 from __future__ import annotations
 
+import json
 import math
+import numbers
 import re
+import sys
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
+import orjson
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -28,6 +32,13 @@ from pydantic import ValidationError as PydanticValidationError
 from .errors import ValidationError
 
 UTC = timezone.utc
+# Bounds the storage columns impose (PostgreSQL enforces them; SQLite would not), checked here
+# so both databases refuse the same records with an error naming the field.
+MAX_ID_LENGTH = 128
+MAX_SCOPE_LENGTH = 256
+MAX_ACTOR_LENGTH = 256
+MAX_RECORD_BYTES = 8 * 1024 * 1024  # one record's JSON (UTF-8); larger ones are refused, not stored
+INT64_MAX = 2 ** 63 - 1  # Membrane's (Go) integer fields are int64
 ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)  # Go's zero time.Time, used by the redacted view
 
 
@@ -197,9 +208,9 @@ UnitFloat = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 class DecayProfile(MembraneModel):
     curve: DecayCurve = DecayCurve.EXPONENTIAL
-    half_life_seconds: int = Field(default=86400, ge=0)
+    half_life_seconds: int = Field(default=86400, ge=0, le=INT64_MAX)
     min_salience: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
-    max_age_seconds: int = Field(default=0, ge=0)
+    max_age_seconds: int = Field(default=0, ge=0, le=INT64_MAX)
     reinforcement_gain: float = Field(default=0.1, allow_inf_nan=False)
     # Extension (SPEC 2): piecewise-linear factor curve of a custom profile.
     points: list[tuple[float, float]] | None = None
@@ -274,9 +285,16 @@ class Provenance(MembraneModel):
         return data
 
 
+def _no_nul(value: str) -> str:
+    """Strings stored in their own columns cannot hold U+0000 (PostgreSQL text refuses it)."""
+    if "\x00" in value:
+        raise ValueError("must not contain the NUL character (U+0000)")
+    return value
+
+
 class Relation(MembraneModel):
     predicate: str
-    target_id: str
+    target_id: Annotated[str, AfterValidator(_no_nul)]
     weight: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
     created_at: UTCDateTime | None = None
 
@@ -385,8 +403,8 @@ class RecipeStep(MembraneModel):
 
 
 class PerformanceStats(MembraneModel):
-    success_count: int = Field(default=0, ge=0)
-    failure_count: int = Field(default=0, ge=0)
+    success_count: int = Field(default=0, ge=0, le=INT64_MAX)
+    failure_count: int = Field(default=0, ge=0, le=INT64_MAX)
     success_rate: float = Field(default=0.0, allow_inf_nan=False)
     avg_latency_ms: float = Field(default=0.0, allow_inf_nan=False)
     last_used_at: UTCDateTime | None = None
@@ -422,7 +440,7 @@ class PlanEdge(MembraneModel):
 class PlanMetrics(MembraneModel):
     avg_latency_ms: float = Field(default=0.0, allow_inf_nan=False)
     failure_rate: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
-    execution_count: int = Field(default=0, ge=0)
+    execution_count: int = Field(default=0, ge=0, le=INT64_MAX)
     last_executed_at: UTCDateTime | None = None
 
 
@@ -471,12 +489,12 @@ Payload = Annotated[
 
 
 class MemoryRecord(MembraneModel):
-    id: str = Field(min_length=1)
+    id: Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(_no_nul)]
     type: MemoryType
     sensitivity: Sensitivity
     confidence: UnitFloat = 1.0
     salience: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
-    scope: str = ""
+    scope: Annotated[str, Field(max_length=MAX_SCOPE_LENGTH), AfterValidator(_no_nul)] = ""
     tags: list[str] = Field(default_factory=list)
     created_at: UTCDateTime = Field(default_factory=lambda: datetime.now(UTC))
     updated_at: UTCDateTime | None = None
@@ -487,6 +505,20 @@ class MemoryRecord(MembraneModel):
     audit_log: list[AuditEntry] = Field(default_factory=list)
     # Set only on the metadata-only view that trust gating returns (SPEC 3).
     redacted: bool = False
+
+    @field_validator("audit_log")
+    @classmethod
+    def _check_audit_text(cls, entries: list[AuditEntry]) -> list[AuditEntry]:
+        # Actors and rationales are stored in columns of their own (see store.audit_entries).
+        for k, e in enumerate(entries):
+            if len(e.actor) > MAX_ACTOR_LENGTH:
+                raise ValueError(f"entry {k}: actor is {len(e.actor)} characters; the limit is {MAX_ACTOR_LENGTH}")
+            for name in ("actor", "rationale"):
+                value = getattr(e, name)
+                if "\x00" in value:
+                    shown = repr(value if len(value) <= 60 else value[:57] + "...")
+                    raise ValueError(f"entry {k}: {name} must not contain the NUL character (U+0000) (got {shown})")
+        return entries
 
     @model_validator(mode="after")
     def _check_record(self) -> "MemoryRecord":
@@ -559,6 +591,129 @@ def problems_of(exc: PydanticValidationError) -> list[tuple[str, str]]:
     return [_describe(e) for e in exc.errors(include_url=False)]
 
 
+def refused(what: str, exc: PydanticValidationError) -> ValidationError:
+    """Our ValidationError (naming each field and value) for a pydantic refusal of ``what``."""
+    problems = problems_of(exc)
+    return ValidationError(f"{what}: " + "; ".join(f"{loc}: {msg}" for loc, msg in problems), problems)
+
+
+# --------------------------------------------------------------------------- arguments of public calls
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_id(value: Any, name: str = "record_id") -> str:
+    """A record id argument: a string without NUL (no record can have one)."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a string (got {_shown(value)})", [(name, "not a string")])
+    if "\x00" in value:
+        raise ValidationError(f"{name} must not contain the NUL character (got {_shown(value)})", [(name, "NUL")])
+    return value
+
+
+def check_ids(values: Any, name: str = "ids") -> list[str]:
+    """A list of record ids (any iterable but a string)."""
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise ValidationError(f"{name} must be a list of record ids (got {_shown(values)})", [(name, "not a list")])
+    return [check_id(v, name) for v in values]
+
+
+def check_instant(value: Any, name: str = "as_of") -> datetime:
+    """An instant argument: a datetime (naive ones are UTC), returned as aware UTC."""
+    if not isinstance(value, datetime):
+        raise ValidationError(f"{name} must be a datetime (got {_shown(value)})", [(name, "not a datetime")])
+    return as_utc(value)
+
+
+def check_floor(value: Any, name: str = "min_salience") -> float:
+    """A salience threshold argument: a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy numbers are Real too
+        raise ValidationError(f"{name} must be a number (got {_shown(value)})", [(name, "not a number")])
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ValidationError(f"{name} must be non-negative and finite (got {_shown(value)})", [(name, "out of range")])
+    return number
+
+
+def _path(parts: list[Any]) -> str:
+    return ".".join(str(p) for p in parts) or "record"
+
+
+def _find(value: Any, bad: Any, parts: list[Any]) -> tuple[str, Any] | None:
+    """The first (path, value) under ``value`` where ``bad(x)`` holds, keys included."""
+    stack = [(value, parts)]
+    while stack:
+        node, at = stack.pop()
+        if bad(node):
+            return _path(at), node
+        if isinstance(node, dict):
+            for k, v in reversed(list(node.items())):
+                if bad(k):
+                    return _path(at + [repr(k)]), k
+                stack.append((v, at + [k]))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((v, at + [i]) for i, v in reversed(list(enumerate(node))))
+    return None
+
+
+def _has_surrogate(x: Any) -> bool:
+    return isinstance(x, str) and any("\ud800" <= ch <= "\udfff" for ch in x)
+
+
+def _not_finite(x: Any) -> bool:
+    return isinstance(x, float) and not math.isfinite(x)
+
+
+def _json_name(x: float) -> str:
+    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def check_json(data: dict[str, Any], where: str = "") -> None:
+    """What a record must be before its fields are looked at: strict JSON (no NaN or Infinity,
+    no lone UTF-16 surrogates, which no database can store as text), nested less deeply than the
+    interpreter can walk, and at most MAX_RECORD_BYTES of UTF-8.
+
+    Fast path: one orjson dump gives the size and refuses surrogates. orjson writes NaN as
+    ``null``, so only a record whose dump has a ``null`` is scanned again for NaN."""
+    try:
+        dumped = orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS)
+        size = len(dumped)
+        maybe_nan = b"null" in dumped
+    except (orjson.JSONEncodeError, TypeError, ValueError):
+        # Surrogates, nesting beyond orjson's limit, integers beyond 64 bits: the json module
+        # tells which (and writes the last two).
+        dumped, maybe_nan = None, True
+    try:
+        if dumped is None:
+            size = len(json.dumps(data, ensure_ascii=False, allow_nan=False, default=str,
+                                  check_circular=False).encode("utf-8"))
+        elif maybe_nan:
+            json.dumps(data, allow_nan=False, default=str, check_circular=False)
+    except RecursionError:
+        raise ValidationError(f"{where}record: JSON nested too deeply (more than about "
+                              f"{sys.getrecursionlimit()} levels)", [("record", "nested too deeply")]) from None
+    except UnicodeEncodeError:
+        found = _find(data, _has_surrogate, [])
+        loc, value = found if found else ("record", "")
+        shown = repr(value if len(value) <= 60 else value[:57] + "...")
+        msg = f"contains a lone UTF-16 surrogate, which is not valid Unicode text (got {shown})"
+        raise ValidationError(f"{where}{loc}: {msg}", [(loc, msg)]) from None
+    except ValueError:  # NaN or +-Infinity somewhere
+        found = _find(data, _not_finite, [])
+        loc, value = found if found else ("record", math.nan)
+        msg = f"{_json_name(value)} is not valid JSON (got {_json_name(value)})"
+        raise ValidationError(f"{where}{loc}: {msg}", [(loc, msg)]) from None
+    if size > MAX_RECORD_BYTES:
+        sizes = {k: len(json.dumps(v, ensure_ascii=False, default=str).encode("utf-8")) for k, v in data.items()}
+        biggest = max(sizes, key=sizes.get) if sizes else "record"
+        msg = (f"record is {size} bytes of JSON, {biggest} alone {sizes.get(biggest, size)}; "
+               f"the limit is {MAX_RECORD_BYTES} bytes")
+        raise ValidationError(f"{where}{biggest}: {msg}", [(str(biggest), msg)])
+
+
 def validate_record(data: Any, where: str = "") -> MemoryRecord:
     """Validate one record in Membrane's JSON shape, raising our ValidationError naming the field."""
     if isinstance(data, MemoryRecord):
@@ -566,8 +721,9 @@ def validate_record(data: Any, where: str = "") -> MemoryRecord:
     if not isinstance(data, dict):
         raise ValidationError(
             f"{where}record must be a JSON object (got {type(data).__name__})",
-            [(where.strip(": ") or "record", "not an object")],
+            [(where.strip(": ") or "record", f"not an object (got {type(data).__name__})")],
         )
+    check_json(data, where)
     try:
         return MemoryRecord.model_validate(data)
     except PydanticValidationError as exc:

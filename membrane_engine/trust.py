@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from .errors import NilTrustError, ValidationError
 
 from .schema import (
     SENSITIVITY_LEVELS,
@@ -23,6 +26,7 @@ from .schema import (
     MemoryRecord,
     Provenance,
     Sensitivity,
+    refused,
     sensitivity_level,
 )
 
@@ -62,6 +66,29 @@ class TrustContext(BaseModel):
     @property
     def max_level(self) -> int:
         return self.max_sensitivity.level
+
+    def __init__(self, /, **data: Any) -> None:
+        # Refuse with the engine's ValidationError (a MembraneError naming field and value).
+        try:
+            super().__init__(**data)
+        except PydanticValidationError as exc:
+            raise refused("TrustContext", exc) from None
+
+
+def as_trust(value: Any, name: str = "trust") -> TrustContext:
+    """The trust argument of a public call: a TrustContext (or a dict of its fields).
+    None is a NilTrustError; anything else a ValidationError naming the value."""
+    if isinstance(value, TrustContext):
+        return value
+    if value is None:
+        raise NilTrustError()
+    if isinstance(value, dict):
+        try:
+            return TrustContext.model_validate(value)
+        except PydanticValidationError as exc:
+            raise refused(name, exc) from None
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+    raise ValidationError(f"{name} must be a TrustContext (got {shown})", [(name, "not a TrustContext")])
 
 
 @dataclass(frozen=True)
@@ -174,5 +201,5 @@ def redact(record: MemoryRecord) -> MemoryRecord:
 
 __all__ = [
     "SENSITIVITY_LEVELS", "TrustContext", "Verdict", "Reason", "Decision", "decide", "verdicts",
-    "redact", "scope_decision", "VERDICT_CODES",
+    "redact", "scope_decision", "VERDICT_CODES", "as_trust",
 ]

@@ -10,24 +10,11 @@ from membrane_engine import Membrane
 
 import canary_store
 import hostile_store
-from security_kit import POSTGRES_URL, T0, pg_schema
+from security_kit import open_loaded
 
 
 def _loaded(db: str, tmp_path_factory, records) -> Iterator[Membrane]:
-    if db == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('sec') / 'membrane.db'}"
-        m = Membrane.open(url, load_sample=False, clock=lambda: T0)
-        m.import_records(records, actor="security-suite")
-        yield m
-        m.close()
-        return
-    if not POSTGRES_URL:
-        pytest.skip("MEMBRANE_TEST_POSTGRES_URL is not set")
-    with pg_schema() as url:
-        m = Membrane.open(url, load_sample=False, clock=lambda: T0)
-        m.import_records(records, actor="security-suite")
-        yield m
-        m.close()
+    yield from open_loaded(db, tmp_path_factory, records)
 
 
 DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]

@@ -24,21 +24,31 @@ POSTGRES_URL = os.environ.get("MEMBRANE_TEST_POSTGRES_URL", "")
 FULL = os.environ.get("MEMBRANE_SECURITY_FULL", "") not in ("", "0")
 
 
+_ENGINES: dict[str, Any] = {}
+
+
 def dump(url_or_membrane: str | Membrane) -> dict[str, list[tuple]]:
-    """Every row of every table, in a stable order (a fresh engine: no cache in between)."""
+    """Every row of every table, in a stable order, read through an engine of its own (not the
+    Membrane's, so no cache or open transaction of the engine under test is in between)."""
     url = url_or_membrane.store.url if isinstance(url_or_membrane, Membrane) else url_or_membrane
-    engine = create_engine(url)
-    try:
-        out: dict[str, list[tuple]] = {}
-        with engine.connect() as conn:
-            for table in metadata.sorted_tables:
-                if not engine.dialect.has_table(conn, table.name):
-                    continue
-                order = list(table.primary_key.columns) or list(table.columns)
-                rows = conn.execute(select(table).order_by(*order)).all()
-                out[table.name] = [tuple(r) for r in rows]
-        return out
-    finally:
+    engine = _ENGINES.get(url)
+    if engine is None:
+        engine = _ENGINES[url] = create_engine(url, pool_pre_ping=True)
+    out: dict[str, list[tuple]] = {}
+    with engine.connect() as conn:
+        for table in metadata.sorted_tables:
+            if not engine.dialect.has_table(conn, table.name):
+                continue
+            order = list(table.primary_key.columns) or list(table.columns)
+            rows = conn.execute(select(table).order_by(*order)).all()
+            out[table.name] = [tuple(r) for r in rows]
+    return out
+
+
+def forget(url: str) -> None:
+    """Close dump()'s engine for ``url`` (before its database is dropped)."""
+    engine = _ENGINES.pop(url, None)
+    if engine is not None:
         engine.dispose()
 
 
@@ -61,9 +71,11 @@ def pg_schema() -> Iterator[str]:
     admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = _with_search_path(POSTGRES_URL, schema)
     try:
-        yield _with_search_path(POSTGRES_URL, schema)
+        yield url
     finally:
+        forget(url)
         with admin.connect() as conn:
             # A killed client's backend may still hold locks for a moment; end it first.
             conn.execute(text(
@@ -102,3 +114,27 @@ def simple(record_id: str, type_: str = "semantic", **over: Any) -> dict[str, An
     }
     doc.update(over)
     return doc
+
+
+def open_loaded(db: str, tmp_path_factory, records: list[dict[str, Any]], actor: str = "security-suite"):
+    """Generator for fixtures: a Membrane at T0 on ``db`` ("sqlite" or "postgres") holding
+    ``records``; closed (and its PostgreSQL schema dropped) afterwards."""
+    import pytest
+
+    if db == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('sec') / 'membrane.db'}"
+        m = Membrane.open(url, load_sample=False, clock=lambda: T0)
+        if records:
+            m.import_records(records, actor=actor)
+        yield m
+        m.close()
+        forget(url)
+        return
+    if not POSTGRES_URL:
+        pytest.skip("MEMBRANE_TEST_POSTGRES_URL is not set")
+    with pg_schema() as url:
+        m = Membrane.open(url, load_sample=False, clock=lambda: T0)
+        if records:
+            m.import_records(records, actor=actor)
+        yield m
+        m.close()
