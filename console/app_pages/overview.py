@@ -18,6 +18,8 @@ from membrane_engine.metrics import store_breakdown
 from membrane_engine.schema import format_time
 
 m = state.membrane()
+MAX_SCOPES = 15  # bars in the scope chart: each keeps a readable label
+CHART_HEIGHT = 400
 
 
 def _store_key(m: Membrane) -> tuple[str, int]:
@@ -85,16 +87,16 @@ with left:
     fig = go.Figure(go.Heatmap(z=z, x=SENSITIVITY_ORDER, y=types, colorscale="Blues", text=z, texttemplate="%{text}",
                                hovertemplate="%{y} · %{x}: %{z} records<extra></extra>", showscale=False))
     fig.update_yaxes(autorange="reversed")
-    st.plotly_chart(style(fig, height=320), width="stretch", key="ov_heat")
+    st.plotly_chart(style(fig, height=CHART_HEIGHT), width="stretch", key="ov_heat")
 with right:
     st.subheader("Records by scope")
     scopes = breakdown["by_scope"]
-    shown = list(scopes.items())[:25]
+    shown = list(scopes.items())[:MAX_SCOPES]
     labels = [plot_text(s, 40) if s else "(unscoped)" for s, _ in shown]
     fig = go.Figure(go.Bar(x=[n for _, n in shown], y=labels, orientation="h", marker_color="#4b5bdc",
                            hovertemplate="%{y}: %{x} records<extra></extra>"))
     fig.update_yaxes(autorange="reversed", type="category")
-    st.plotly_chart(style(fig, height=320), width="stretch", key="ov_scope")
+    st.plotly_chart(style(fig, height=CHART_HEIGHT), width="stretch", key="ov_scope")
     if len(scopes) > len(shown):
         st.caption(f"The {len(shown)} largest of {len(scopes):,} scopes.")
 

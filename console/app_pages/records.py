@@ -34,6 +34,11 @@ def _tags(url: str, seq: int) -> dict[str, int]:
     return tag_counts(state.membrane())
 
 
+@st.cache_data(show_spinner=False, max_entries=256)
+def _incoming(url: str, seq: int, record_id: str) -> list[str]:
+    return referencing(state.membrane(), record_id)
+
+
 def open_record(record_id: str) -> None:
     st.query_params["id"] = record_id
     st.session_state[f"{K}_id_box"] = record_id
@@ -156,4 +161,4 @@ if selected_id:
         st.code(record.id, language=None)
         known = existing(m, [r.target_id for r in record.relations])
         render_record(record, on_open=open_record, key=f"{K}_detail", known=known,
-                      referenced_by=referencing(m, record.id), as_of=as_of)
+                      referenced_by=_incoming(m.url, snap_seq, record.id), as_of=as_of)
