@@ -226,16 +226,21 @@ class Console:
     # navigation -----------------------------------------------------------------
 
     def url_for(self, path: str, query: dict | None = None) -> str:
+        """``query`` values may be lists (repeated parameters)."""
         q = {k: v for k, v in (query or {}).items() if v is not None}
-        return f"{self.server.url}/{path.lstrip('/')}" + (f"?{urlencode(q)}" if q else "")
+        return f"{self.server.url}/{path.lstrip('/')}" + (f"?{urlencode(q, doseq=True)}" if q else "")
 
     def open(self, path: str, query: dict | None = None, settle: float = 0.4, timeout: float = 60.0) -> "Console":
         """Navigate (a fresh page load, so a fresh session and frame record) and wait until idle."""
-        self.generation += 1
-        self.frames = []
-        self.page.goto(self.url_for(path, query), wait_until="domcontentloaded")
+        self.start_open(path, query)
         self.wait_idle(settle=settle, timeout=timeout, runs_at_least=1)
         return self
+
+    def start_open(self, path: str, query: dict | None = None) -> None:
+        """Begin a navigation without waiting for the script (``wait_idle(runs_at_least=1)`` does)."""
+        self.generation += 1
+        self.frames = []
+        self.page.goto(self.url_for(path, query), wait_until="commit")
 
     def runs_finished(self) -> int:
         return sum(1 for f in self.frames if f.msg is not None and f.msg.WhichOneof("type") == "script_finished")
@@ -268,11 +273,18 @@ class Console:
 
     def act(self, action: Callable[[], object], settle: float = 0.4, timeout: float = 60.0) -> None:
         """Do something that reruns the script (click, fill + Enter, ...) and wait for that rerun."""
+        self.finish(self.start(action), settle=settle, timeout=timeout)
+
+    def start(self, action: Callable[[], object]) -> int:
+        """Do ``action`` without waiting for the rerun it causes; pass the result to ``finish``."""
         runs = self.runs_finished()
         action()
+        return runs
+
+    def finish(self, runs_before: int, settle: float = 0.4, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + 5
         # a widget interaction that changes nothing may not rerun at all; wait a little for one
-        while self.runs_finished() == runs and time.monotonic() < deadline:
+        while self.runs_finished() == runs_before and time.monotonic() < deadline:
             if not self.page.locator(IDLE).count():
                 break
             self.page.wait_for_timeout(50)

@@ -1,0 +1,105 @@
+"""Hostile content in a real browser (issue "Trust you can rely on"): on a store whose ids, scopes,
+tags, payloads, provenance and audit entries are markup, scripts, javascript: URLs, Markdown,
+LaTeX, 100 000-character strings, 200-deep nesting and control characters
+(tests/security/hostile_store.py), every page and the record explorer opened on each record
+shows the content as inert text: nothing from a record becomes an element, no dialog fires, and
+the page stays usable."""
+
+from __future__ import annotations
+
+import pytest
+
+from .harness import PAGES
+
+pytestmark = pytest.mark.e2e
+
+# Elements and attributes that exist only if record content was interpreted as HTML or Markdown.
+INJECTED_JS = r"""() => {
+  const found = [];
+  const push = (what, el) => found.push(what + ': ' + (el.outerHTML || '').slice(0, 160));
+  for (const s of document.querySelectorAll('script'))
+    if (/alert|document\.cookie/.test(s.textContent)) push('script', s);
+  const selectors = ['img[src="x"]', 'img[src*="tracker.invalid"]', 'img[alt="pixel"]', 'img[alt="i"]',
+    'iframe[src^="javascript:"]', '[href^="javascript:" i]', '[src^="javascript:" i]', '[action^="javascript:" i]',
+    '[src^="data:text/html"]', '[href^="data:text/html"]', 'div[style*="background:red"]',
+    'div[style*="position:fixed;top:0"]'];
+  for (const sel of selectors) for (const el of document.querySelectorAll(sel)) push(sel, el);
+  for (const el of document.querySelectorAll('*'))
+    for (const a of el.attributes)
+      if (/^on/i.test(a.name)) push('handler ' + a.name, el);
+  // Markdown / HTML rendering of record strings: these words would stand alone in an element
+  const words = new Set(['bold', 'italic', 'overlay', 'Heading', 'click me', 'colored', 'bold-scope', 'graph']);
+  const marks = 'b, i, strong, em, h1, h2, h3, h4, a, span, div, p, li, code, blockquote';
+  for (const el of document.querySelectorAll('[data-testid=stMain] :is(' + marks + ')')) {
+    if (el.children.length === 0 && words.has(el.textContent.trim()) && el.tagName !== 'P' && el.tagName !== 'DIV')
+      push('markup', el);
+  }
+  for (const el of document.querySelectorAll('annotation')) if (/pmatrix/.test(el.textContent)) push('latex', el);
+  return found;
+}"""
+
+# Is the page still usable: what sits on top of the middle of the title and of the sidebar?
+COVERED_JS = r"""() => {
+  const out = [];
+  for (const sel of ['[data-testid=stMain] h1', '[data-testid=stSidebarNav]']) {
+    const el = document.querySelector(sel);
+    if (!el) { out.push(sel + ' missing'); continue; }
+    const r = el.getBoundingClientRect();
+    const top = document.elementFromPoint(r.left + Math.min(20, r.width / 2), r.top + r.height / 2);
+    if (!top || !(el.contains(top) || top.contains(el))) out.push(sel + ' covered by ' + (top ? top.outerHTML.slice(0, 120) : 'nothing'));
+  }
+  return out;
+}"""
+
+
+def assert_inert(con, where: str) -> None:
+    con.assert_healthy()
+    injected = con.page.evaluate(INJECTED_JS)
+    assert not injected, f"{where}: record content became markup:\n" + "\n".join(injected[:15])
+    covered = con.page.evaluate(COVERED_JS)
+    assert not covered, f"{where}: the page is not usable: {covered}"
+    assert not con.dialogs, f"{where}: a dialog fired: {con.dialogs}"
+
+
+@pytest.fixture
+def hostile(new_console, hostile_server):
+    con = new_console(hostile_server)
+    # Any script that did run would call alert(); count calls even if a dialog were suppressed.
+    con.page.add_init_script("window.__alerts = 0; const _a = window.alert; "
+                             "window.alert = (...x) => { window.__alerts++; return _a.apply(window, x); };")
+    return con
+
+
+ALL_IDS, FIRST_ID = "all ids", "first id"
+VISITS = [(path, {}) for path in PAGES] + [
+    ("simulator", {"max_sensitivity": "hyper", "limit": "50"}),  # every record as a card
+    ("selector", {"max_sensitivity": "hyper"}),
+    ("curate", ALL_IDS), ("decay", ALL_IDS), ("audit", FIRST_ID),  # ids preselected from the URL
+]
+
+
+@pytest.mark.parametrize("visit", VISITS, ids=[f"{p}-{q if isinstance(q, str) else '&'.join(q) or 'plain'}"
+                                               for p, q in VISITS])
+def test_pages_render_hostile_content_inert(visit, hostile, hostile_records):
+    path, query = visit
+    ids = [r["id"] for r in hostile_records]
+    if query == ALL_IDS:
+        query = {"id": ids}
+    elif query == FIRST_ID:
+        query = {"id": ids[0]}
+    # The overview is the default page, served at "/" (its /overview link is checked by test_pages).
+    con = hostile.open("" if path == "overview" else path, query)
+    con.screenshot(f"hostile-{path}-{VISITS.index(visit)}")
+    assert_inert(con, f"/{path} {query}")
+    assert con.page.evaluate("window.__alerts") == 0
+
+
+def test_record_explorer_shows_each_hostile_record_inert(hostile, hostile_records):
+    for k, record in enumerate(hostile_records):
+        con = hostile.open("records", {"id": record["id"]})
+        con.screenshot(f"hostile-record-{k}-{record['type']}")
+        where = f"/records?id={record['id']!r}"
+        assert_inert(con, where)
+        assert con.page.evaluate("window.__alerts") == 0, where
+        # the record really is open: its id is on the page as text
+        assert record["id"] in con.dom_text(), f"{where}: the record is not shown"
