@@ -70,12 +70,13 @@ types = st.multiselect("Only these memory types", LAYERS, key="wi_types", help="
 diff = compare(m, trust_a, trust_b, memory_types=types, limit=0)
 st.divider()
 
-cols = st.columns(4)
+cols = st.columns(6)
 cols[0].metric("Records compared", f"{diff.total:,}")
 cols[1].metric("Verdict changes", f"{diff.changed:,}")
 for i, verdict in enumerate(("full", "redacted")):
-    cols[2 + i].metric(f"{verdict.capitalize()}: A → B", f"{diff.counts_a[verdict]:,} → {diff.counts_b[verdict]:,}",
-                       delta=diff.counts_b[verdict] - diff.counts_a[verdict], delta_color="off")
+    cols[2 + 2 * i].metric(f"{verdict.capitalize()} under A", f"{diff.counts_a[verdict]:,}")
+    cols[3 + 2 * i].metric(f"{verdict.capitalize()} under B", f"{diff.counts_b[verdict]:,}",
+                           delta=f"{diff.counts_b[verdict] - diff.counts_a[verdict]:+,} vs A", delta_color="off")
 
 left, right = st.columns([3, 2])
 with left:
