@@ -103,3 +103,51 @@ def test_record_explorer_shows_each_hostile_record_inert(hostile, hostile_record
         assert con.page.evaluate("window.__alerts") == 0, where
         # the record really is open: its id is on the page as text
         assert record["id"] in con.dom_text(), f"{where}: the record is not shown"
+
+
+# A bidi override (U+202D/U+202E) or embedding (U+202A/U+202B) or isolate (U+2066-U+2068) left open
+# in record text reorders whatever follows it in the same paragraph: the console's own words
+# and numbers ("confidence 0.70 · salience 0.889" shown as "07.0 ecnedifnoc · 988.0 ecneilas").
+# Record text must be isolated (bdi / unicode-bidi: isolate) or have its controls neutralized.
+BIDI_SPILL_JS = r"""() => {
+  const OPENERS = new Set(['\u202A', '\u202B', '\u202D', '\u202E', '\u2066', '\u2067', '\u2068']);
+  const CLOSERS = new Set(['\u202C', '\u2069']);
+  const out = [];
+  const root = document.querySelector('[data-testid=stApp]') || document.body;
+  const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  let n;
+  while ((n = walk.nextNode())) {
+    let depth = 0;
+    for (const ch of n.nodeValue) {
+      if (OPENERS.has(ch)) depth++;
+      else if (CLOSERS.has(ch) && depth > 0) depth--;
+    }
+    if (depth === 0) continue;
+    let el = n.parentElement, isolated = false, block = null;
+    while (el) {
+      const cs = getComputedStyle(el);
+      if (cs.display !== 'inline') { block = el; break; }  // the paragraph the override acts on
+      if (el.tagName === 'BDI' || /isolate/.test(cs.unicodeBidi)) { isolated = true; break; }
+      el = el.parentElement;
+    }
+    if (isolated || !block) continue;
+    const range = document.createRange();
+    range.setStartAfter(n);
+    range.setEndAfter(block.lastChild);
+    const after = range.toString().trim();
+    if (after) out.push(block.tagName + ': ' + JSON.stringify(block.textContent.slice(0, 160)));
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("visit", [("simulator", {"max_sensitivity": "hyper", "limit": "50"}), ("records", "competence")],
+                         ids=["simulator-hyper", "records-competence"])
+def test_bidi_controls_in_record_text_do_not_reorder_console_text(visit, hostile, hostile_records):
+    path, query = visit
+    if query == "competence":
+        query = {"id": next(r["id"] for r in hostile_records if r["type"] == "competence")}
+    con = hostile.open(path, query)
+    spills = con.page.evaluate(BIDI_SPILL_JS)
+    assert not spills, (f"/{path}: record text with an open bidi override reorders the text after it "
+                        f"({len(spills)} paragraphs):\n" + "\n".join(spills[:8]))
