@@ -285,16 +285,9 @@ class Provenance(MembraneModel):
         return data
 
 
-def _no_nul(value: str) -> str:
-    """Strings stored in their own columns cannot hold U+0000 (PostgreSQL text refuses it)."""
-    if "\x00" in value:
-        raise ValueError("must not contain the NUL character (U+0000)")
-    return value
-
-
 class Relation(MembraneModel):
     predicate: str
-    target_id: Annotated[str, AfterValidator(_no_nul)]
+    target_id: str
     weight: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
     created_at: UTCDateTime | None = None
 
@@ -489,12 +482,12 @@ Payload = Annotated[
 
 
 class MemoryRecord(MembraneModel):
-    id: Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(_no_nul)]
+    id: str = Field(min_length=1)
     type: MemoryType
     sensitivity: Sensitivity
     confidence: UnitFloat = 1.0
     salience: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
-    scope: Annotated[str, Field(max_length=MAX_SCOPE_LENGTH), AfterValidator(_no_nul)] = ""
+    scope: str = ""
     tags: list[str] = Field(default_factory=list)
     created_at: UTCDateTime = Field(default_factory=lambda: datetime.now(UTC))
     updated_at: UTCDateTime | None = None
@@ -505,20 +498,6 @@ class MemoryRecord(MembraneModel):
     audit_log: list[AuditEntry] = Field(default_factory=list)
     # Set only on the metadata-only view that trust gating returns (SPEC 3).
     redacted: bool = False
-
-    @field_validator("audit_log")
-    @classmethod
-    def _check_audit_text(cls, entries: list[AuditEntry]) -> list[AuditEntry]:
-        # Actors and rationales are stored in columns of their own (see store.audit_entries).
-        for k, e in enumerate(entries):
-            if len(e.actor) > MAX_ACTOR_LENGTH:
-                raise ValueError(f"entry {k}: actor is {len(e.actor)} characters; the limit is {MAX_ACTOR_LENGTH}")
-            for name in ("actor", "rationale"):
-                value = getattr(e, name)
-                if "\x00" in value:
-                    shown = repr(value if len(value) <= 60 else value[:57] + "...")
-                    raise ValueError(f"entry {k}: {name} must not contain the NUL character (U+0000) (got {shown})")
-        return entries
 
     @model_validator(mode="after")
     def _check_record(self) -> "MemoryRecord":
@@ -671,6 +650,30 @@ def _json_name(x: float) -> str:
     return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
 
 
+def storage_problems(record: MemoryRecord) -> list[tuple[str, str]]:
+    """What a valid record may still not be, because the store keeps these strings in columns
+    of their own: PostgreSQL refuses NUL characters and values over the column width (SQLite
+    would store them), so both databases refuse them here, at the boundary. (Reads do not
+    re-check: a store written before these rules stays readable.)"""
+    problems: list[tuple[str, str]] = []
+
+    def text(loc: str, value: str, limit: int | None) -> None:
+        shown = repr(value if len(value) <= 60 else value[:57] + "...")
+        if "\x00" in value:
+            problems.append((loc, f"must not contain the NUL character U+0000 (got {shown})"))
+        if limit is not None and len(value) > limit:
+            problems.append((loc, f"is {len(value)} characters; the limit is {limit} (got {shown})"))
+
+    text("id", record.id, MAX_ID_LENGTH)
+    text("scope", record.scope, MAX_SCOPE_LENGTH)
+    for k, rel in enumerate(record.relations):
+        text(f"relations.{k}.target_id", rel.target_id, MAX_ID_LENGTH)
+    for k, e in enumerate(record.audit_log):
+        text(f"audit_log.{k}.actor", e.actor, MAX_ACTOR_LENGTH)
+        text(f"audit_log.{k}.rationale", e.rationale, None)
+    return problems
+
+
 def check_json(data: dict[str, Any], where: str = "") -> None:
     """What a record must be before its fields are looked at: strict JSON (no NaN or Infinity,
     no lone UTF-16 surrogates, which no database can store as text), nested less deeply than the
@@ -725,8 +728,12 @@ def validate_record(data: Any, where: str = "") -> MemoryRecord:
         )
     check_json(data, where)
     try:
-        return MemoryRecord.model_validate(data)
+        record = MemoryRecord.model_validate(data)
     except PydanticValidationError as exc:
         problems = problems_of(exc)
         text = "; ".join(f"{loc}: {msg}" for loc, msg in problems)
         raise ValidationError(f"{where}{text}", problems) from None
+    problems = storage_problems(record)
+    if problems:
+        raise ValidationError(f"{where}" + "; ".join(f"{loc}: {msg}" for loc, msg in problems), problems)
+    return record

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from datetime import datetime, timezone
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -47,10 +48,20 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from .errors import StoreUnavailableError
+from .errors import StoreUnavailableError, ValidationError
 from .salience import CURVE_CODES
 from .schema import MemoryRecord, format_time, sensitivity_level, to_epoch
 from .selector import success_signal
+
+# Errors of the drivers themselves (the bulk paths use driver cursors, which SQLAlchemy does
+# not wrap); read() and write() translate them like SQLAlchemy's.
+_DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error,)
+try:
+    import psycopg
+
+    _DRIVER_ERRORS += (psycopg.Error,)
+except ImportError:  # pragma: no cover - PostgreSQL support is optional
+    pass
 
 SCHEMA_VERSION = 1
 DEFAULT_DB_PATH = Path(os.environ.get("MEMBRANE_HOME", Path.home() / ".membrane")) / "membrane.db"
@@ -362,8 +373,8 @@ class Store:
         try:
             with self.engine.connect() as conn, conn.begin():
                 yield conn
-        except (OperationalError, DBAPIError) as exc:
-            raise StoreUnavailableError(self._explain_db_error(exc)) from exc
+        except (DBAPIError, *_DRIVER_ERRORS) as exc:
+            raise self._translate(exc) from exc
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -377,10 +388,23 @@ class Store:
                         # (column caches read "everything after N" and must not miss a change).
                         conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7264321)")
                     yield conn
-        except (OperationalError, DBAPIError) as exc:
-            if getattr(exc, "connection_invalidated", False) or isinstance(exc, OperationalError):
-                raise StoreUnavailableError(self._explain_db_error(exc)) from exc
-            raise
+        except (DBAPIError, *_DRIVER_ERRORS) as exc:
+            raise self._translate(exc) from exc
+        except UnicodeEncodeError as exc:  # a lone surrogate that got past validation
+            raise ValidationError(f"a value is not valid Unicode text, nothing was written ({exc.reason}: "
+                                  f"{exc.object[exc.start:exc.end]!r})", [("value", "not valid Unicode")]) from exc
+
+    def _translate(self, exc: Exception) -> Exception:
+        """The engine's error for a database error: a value the database refuses (DataError,
+        IntegrityError) is a ValidationError; anything else (locked, read-only, unreachable,
+        damaged) a StoreUnavailableError. Raw driver errors (bulk paths) are classified alike."""
+        orig = getattr(exc, "orig", None) or exc
+        names = {c.__name__ for c in type(orig).__mro__} | {c.__name__ for c in type(exc).__mro__}
+        if ("DataError" in names or "IntegrityError" in names) and not getattr(exc, "connection_invalidated", False):
+            first = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+            return ValidationError(f"the database refused a value, nothing was written ({first})",
+                                   [("value", first)])
+        return StoreUnavailableError(self._explain_db_error(exc))
 
     def _explain_db_error(self, exc: Exception) -> str:
         text_ = str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(exc) else type(exc).__name__

@@ -347,6 +347,19 @@ CURATION += [
          "as_of", "'soon'"),
     _cur("prune-empty-actor", lambda m: m.prune("", "why", dry_run=False), ValidationError, "actor"),
     _cur("preview-unknown-op", lambda m: m.preview("explode", "s1"), ValidationError, "op", "'explode'"),
+    # Strings stored in columns of their own: PostgreSQL refuses NUL and over-long values.
+    _cur("reinforce-actor-nul", lambda m: m.reinforce("s2", "op\x00", "why"), ValidationError, "actor", "'op\\x00'"),
+    _cur("reinforce-rationale-nul", lambda m: m.reinforce("s2", "op", "why\x00"), ValidationError, "rationale",
+         "'why\\x00'"),
+    _cur("reinforce-actor-long", lambda m: m.reinforce("s2", "o" * 300, "why"), ValidationError, "actor", "256"),
+    _cur("reclassify-scope-long", lambda m: m.reclassify("s2", "op", "why", scope="s" * 300), ValidationError,
+         "scope", "256"),
+    _cur("reclassify-scope-nul", lambda m: m.reclassify("s2", "op", "why", scope="a\x00"), ValidationError,
+         "scope", "'a\\x00'"),
+    _cur("contest-ref-nul", lambda m: m.contest("s2", "ref\x00", "op", "why"), ValidationError, "contesting_ref",
+         "'ref\\x00'"),
+    _cur("merge-id-nul", lambda m: m.merge(["s1", "s\x002"], new("m-7"), "op", "why"), ValidationError, "ids",
+         "'s\\x002'"),
 ]
 
 # Defects in curation.py (not ours to edit): reported, pinned here until fixed.
@@ -354,6 +367,11 @@ CURATION_XFAIL = {
     f"curate-{op}-int-id": "curation._text names the field but not the value of a non-string (id=5 -> "
                            "'id must be a non-empty string (not a string (int))')"
     for op in ("reinforce", "retract", "pin", "unpin", "delete", "restore")
+} | {
+    f"curate-{name}": "curation does not check strings it stores in columns of their own: SQLite stores them, "
+                      "PostgreSQL refuses (DataError: NUL or value too long) without naming the field"
+    for name in ("reinforce-actor-nul", "reinforce-rationale-nul", "reinforce-actor-long", "reclassify-scope-long",
+                 "reclassify-scope-nul", "contest-ref-nul", "merge-id-nul")
 }
 
 
