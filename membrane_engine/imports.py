@@ -49,7 +49,7 @@ def _loads(text: str, name: str, where: str) -> Any:
         return json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         at = f"line {exc.lineno} column {exc.colno}" if not where else f"column {exc.colno}"
-        raise ValidationError(f"{name}{where}: not valid JSON ({exc.msg} at {at})",
+        raise ValidationError(f"{name}{where}: not valid JSON ({exc.msg}; {at})",
                               [(f"line {exc.lineno}" if not where else where.strip(), exc.msg)]) from None
     except ValueError as exc:
         raise ValidationError(f"{name}{where}: {exc}", [(where.strip() or "file", str(exc))]) from None
@@ -60,7 +60,9 @@ def _loads(text: str, name: str, where: str) -> Any:
 def parse_text(text: str, jsonl: bool = False, name: str = "input") -> list[Any]:
     if jsonl:
         items = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        # Lines end at "\n" only: str.splitlines() would also split inside records at U+2028,
+        # U+2029, U+0085 and other separators that JSON strings may hold unescaped.
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             items.append(_loads(line, name, f" line {number}"))

@@ -12,8 +12,10 @@ Shared by the engine suite (tests/security) and the browser suite (tests/e2e): i
 - ``XSS_MARKERS``: substrings that, if they ever ran, would call ``alert``; a page that
   renders one as live markup is a defect.
 
-Lone UTF-16 surrogates are not valid Unicode text; they are not in these records (the engine
-refuses them, see tests/security/test_bad_input.py). Everything here is valid JSON.
+Lone UTF-16 surrogates are not valid Unicode text, and NUL cannot be stored in the columns
+that hold ids, scopes, audit actors and rationales; neither is in those places here (the
+engine refuses them, see tests/security/test_bad_input.py). NUL does appear in payloads,
+provenance and tags. Everything here is valid JSON.
 """
 
 from __future__ import annotations
@@ -48,10 +50,11 @@ HOSTILE_STRINGS: dict[str, str] = {
     "astral": "\U0001D54F\U0001D518\U0001F600\U00010348",
     "line_separators": "line\u2028separator\u2029paragraph\u0085next",
     "nul_and_controls": "nul\x00bell\x07backspace\x08escape\x1b[31mred\x1b[0m\x7fdel\r\ncrlf\ttab\x0bvt\x0cff",
+    "controls": "bell\x07backspace\x08escape\x1b[31mred\x1b[0m\x7fdel\r\ncrlf\ttab\x0bvt\x0cff\x85nel\u009bcsi",
     "sql": "'; DROP TABLE records; --",
     "template": "{{7*7}} ${7*7} <%= 7*7 %> {% raw %}",
     "path": "../../../../etc/passwd",
-    "long": "A" * (LONG - 10) + "<script>x",
+    "long": "A" * (LONG - 9) + "<script>x",
     "long_unicode": ("\u202e\U0001F469\u200d\U0001F467" * (LONG // 4))[:LONG],
 }
 
@@ -138,12 +141,12 @@ def build_hostile_records() -> list[dict[str, Any]]:
         out.append({
             "id": rid, "type": type_, "sensitivity": "low", "confidence": 0.7, "salience": 0.9,
             "scope": _SCOPES[type_],
-            "tags": [s["script"], s["md_link"], s["rtl_override"], s["emoji_zwj"], s["html"]],
+            "tags": [s["script"], s["md_link"], s["rtl_override"], s["emoji_zwj"], s["html"], s["nul_and_controls"]],
             "created_at": CREATED, "updated_at": CREATED,
             "lifecycle": {"decay": {"curve": "exponential", "half_life_seconds": 10 ** 9, "min_salience": 0.0,
                                     "max_age_seconds": 0, "reinforcement_gain": 0.1},
                           "pinned": False, "deletion_policy": "auto_prune"},
-            "provenance": {"sources": [{"kind": "artifact", "ref": s["js_url"], "hash": s["img_onerror"],
+            "provenance": {"sources": [{"kind": "artifact", "ref": s["js_url"], "hash": s["nul_and_controls"],
                                         "created_by": s["script"], "timestamp": CREATED}],
                            "created_by": s["md_image"]},
             "relations": [{"predicate": s["html"], "target_id": _IDS["semantic"], "weight": 0.5,
@@ -151,8 +154,10 @@ def build_hostile_records() -> list[dict[str, Any]]:
             "payload": _payload(type_, s),
             "audit_log": [
                 {"action": "create", "actor": s["script"], "timestamp": CREATED, "rationale": s["md_markup"]},
+                # Audit actors and rationales are stored as text columns: every control character
+                # but NUL (which PostgreSQL text cannot hold; the engine refuses it there).
                 {"action": "revise", "actor": s["rtl_override"], "timestamp": "2026-05-02T12:00:00Z",
-                 "rationale": s["nul_and_controls"] + s["long"]},
+                 "rationale": s["controls"] + s["long"]},
             ],
             "x_hostile_extra": {s["script"]: [s["img_onerror"], s["emoji_zwj"], nested(40)]},
         })
