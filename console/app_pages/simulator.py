@@ -6,6 +6,8 @@ The simulation lives in the URL (parameters of RequestParams.to_query), so a lin
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -16,7 +18,7 @@ from console.components.record_card import record_card, show_explanation
 from console.components.safe import md
 from console.components.time_input import as_of_input
 from console.components.trust_form import LAYERS, RequestParams, params_from_query, trust_context_form
-from membrane_engine import RetrieveRequest
+from membrane_engine import RetrieveRequest, TrustContext
 from membrane_engine.errors import MembraneError, NotFoundError
 
 K = "sim"
@@ -72,14 +74,38 @@ params = RequestParams(trust=trust, task=task, memory_types=tuple(t for t in LAY
 query = params.to_query()
 if st.query_params.to_dict() != query:
     st.query_params.from_dict(query)
-when = as_of or m.now()
+# "Now" is taken to the minute, so the reruns of one minute (paging, tabs, "why?") share one
+# simulation from the cache below.
+when = as_of or m.now().replace(second=0, microsecond=0)
 
 # ---------------------------------------------------------------------------- simulate
 
 
-def request(memory_types: list[str], limit: int) -> RetrieveRequest:
-    return RetrieveRequest(trust=trust, task_descriptor=task, memory_types=memory_types,
-                           min_salience=float(min_salience), limit=limit, as_of=when)
+CHUNK = 100  # records materialized per step while paging the ranked list
+
+
+@st.cache_resource(show_spinner="Simulating…", max_entries=16, ttl=600)
+def _simulation(url: str, seq: int, trust_key: tuple, task_: str, types_: tuple[str, ...], min_s: float, limit_: int,
+                when_iso: str):
+    """One simulation, kept while the store is unchanged (keyed by its change counter). Shared,
+    never mutated by the page. The trust context travels as a tuple of its fields."""
+    max_sensitivity, authenticated, actor_id, scopes = trust_key
+    ctx = TrustContext(max_sensitivity=max_sensitivity, authenticated=authenticated, actor_id=actor_id,
+                       scopes=list(scopes))
+    return state.membrane().simulate(RetrieveRequest(
+        trust=ctx, task_descriptor=task_, memory_types=list(types_), min_salience=min_s, limit=limit_,
+        as_of=datetime.fromisoformat(when_iso)))
+
+
+def simulate(memory_types: list[str], limit_: int):
+    trust_key = (trust.max_sensitivity.value, trust.authenticated, trust.actor_id, tuple(trust.scopes))
+    return _simulation(m.url, m.columns.current().seq, trust_key, task, tuple(memory_types), float(min_salience),
+                       int(limit_), when.isoformat())
+
+
+def materialized(total_wanted: int) -> int:
+    """A limit covering ``total_wanted`` records, rounded up so nearby pages share a simulation."""
+    return min(10_000, -(-total_wanted // CHUNK) * CHUNK)
 
 
 def pager(total: int, key: str) -> int:
@@ -104,10 +130,10 @@ ranked_offset = st.session_state.get(layer_page_key, 1)
 ranked_offset = (max(1, int(ranked_offset or 1)) - 1) * PAGE_SIZE
 # Only the records up to the page shown are materialized: the ranking is a prefix, so a smaller
 # limit gives the same first records, and counts and the selection do not depend on the limit.
-wanted = ranked_offset + PAGE_SIZE
-effective_limit = min(int(limit), wanted) if limit else min(wanted, 10_000)
+wanted = materialized(ranked_offset + PAGE_SIZE)
+effective_limit = min(int(limit), wanted) if limit else wanted
 try:
-    sim = m.simulate(request(list(params.memory_types), effective_limit))
+    sim = simulate(list(params.memory_types), effective_limit)
 except MembraneError as exc:
     st.error(f"The engine refused the request: {exc}")
     st.stop()
@@ -149,13 +175,15 @@ if selection is not None:
         sc[0].metric("Confidence", f"{selection.confidence:.3f}")
         sc[1].metric("Needs more", "yes" if selection.needs_more else "no",
                      help=f"confidence < threshold {selection.threshold:g}")
-        sc[2].metric("Candidates", f"{len(selection.signals):,}")
+        n_candidates = max(len(selection.scores), len(selection.signals))
+        sc[2].metric("Candidates", f"{n_candidates:,}", help="Competence and plan records that passed gating and "
+                     "the salience filter (the selector sees them all, even those the limit cuts)")
         sig_rows = [{"rank": i + 1, "id": s.record_id, "score": round(s.score, 4), "applicability": round(s.applicability, 4),
                      "success": round(s.success, 4), "recency": round(s.recency, 4), "redacted": s.redacted}
                     for i, s in enumerate(selection.signals[:200])]
         st.dataframe(pd.DataFrame(sig_rows), hide_index=True, width="stretch", key=f"{K}_selection")
-        if len(selection.signals) > 200:
-            st.caption(f"The 200 best of {len(selection.signals):,} candidates.")
+        if n_candidates > len(sig_rows):
+            st.caption(f"The {len(sig_rows):,} best of {n_candidates:,} candidates.")
 elif any(t in ("competence", "plan_graph") for t in (params.memory_types or LAYERS)):
     st.caption("Selector: no competence or plan candidate passed gating and the salience filter.")
 
@@ -188,7 +216,7 @@ for tab, layer in zip(tabs[1:], layer_names):
             st.info("No record of this layer is visible to this context.")
             continue
         offset = pager(n, f"{K}_page_{layer}")
-        sub = m.simulate(request([layer], min(offset + PAGE_SIZE, 10_000)))
+        sub = simulate([layer], materialized(offset + PAGE_SIZE))
         page = sub.response.records[offset:offset + PAGE_SIZE]
         st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {n:,}.")
         cards(page, offset, f"layer_{layer}")
