@@ -6,6 +6,7 @@ the selector's candidates) are read from the store as documents.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,7 +33,16 @@ from .schema import (
     refused,
     to_epoch,
 )
-from .selector import DEFAULT_THRESHOLD, EmbeddingProvider, SelectionResult, select
+from .selector import (
+    DEFAULT_THRESHOLD,
+    EmbeddingProvider,
+    SelectionResult,
+    Signals,
+    composite,
+    rank,
+    recency_signal,
+    select,
+)
 from .store import Store
 from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, redact, verdicts
 
@@ -118,20 +128,34 @@ def validate_request(req: RetrieveRequest) -> tuple[TrustContext, list[MemoryTyp
     return trust, types, min_salience, int(req.limit), as_utc(as_of)
 
 
+# ``selection.selected`` holds the SELECTED_MAX best candidates (all of them when there are no
+# more, which is SPEC 5 exactly); ``scores`` always names every candidate. A large store can
+# have tens of thousands of competence and plan candidates, and each selected one is a full
+# record read from the store: ranking them all is cheap, materializing them all is not.
+SELECTED_MAX = 50
+
+
 def _materialize(store: Store, ids: list[str], saliences: dict[str, float]) -> dict[str, MemoryRecord]:
     """Full records for ``ids`` with ``salience = S(as_of)`` and their audit logs."""
     with store.read() as conn:
-        rows = store.fetch(conn, ids)
-        logs = logs_of(conn, list(rows))
+        texts = store.fetch_texts(conn, ids)
+        logs = logs_of(conn, list(texts))
     out: dict[str, MemoryRecord] = {}
-    for rid, row in rows.items():
-        doc = row.doc
-        doc["salience"] = saliences[rid]
-        doc["audit_log"] = []
-        record = MemoryRecord.model_validate(doc)
+    for rid, (text, _, _) in texts.items():
+        # The stored doc was written from a validated record with an empty audit log; pydantic
+        # validates its JSON text directly (no intermediate dicts), then S(as_of) and the log go in.
+        try:
+            record = MemoryRecord.model_validate_json(text)
+        except PydanticValidationError:  # e.g. a NaN inside a free-form field, which only json reads
+            record = MemoryRecord.model_validate(json.loads(text))
+        record.salience = saliences[rid]
         record.audit_log = logs.get(rid, [])
         out[rid] = record
     return out
+
+
+_IS_SELECTOR_TYPE = np.zeros(len(TYPE_NAMES), dtype=bool)  # type code -> goes to the selector
+_IS_SELECTOR_TYPE[[TYPE_CODES[t] for t in SELECTOR_TYPES]] = True
 
 
 def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float = DEFAULT_THRESHOLD,
@@ -140,50 +164,60 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
     t = to_epoch(as_of)
     snap = cache.current()
     wanted = [t_ for t_ in CANONICAL_LAYER_ORDER if not types or t_ in types]
-    codes = np.array([TYPE_CODES[t_.value] for t_ in wanted], dtype=np.int8)
+    n_types = len(TYPE_NAMES)
+    type_ok = np.zeros(n_types, dtype=bool)
+    type_ok[[TYPE_CODES[t_.value] for t_ in wanted]] = True
 
-    rows = np.nonzero(snap.alive & np.isin(snap.type_code, codes))[0]
-    verdict = verdicts(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names, trust)
-    visible = verdict > 0
-    s_all = np.zeros(len(rows))
-    s_all[visible] = salience_at(take(snap.decay, rows[visible]), t)
-    passes = visible & ((s_all >= min_salience) if min_salience > 0 else True)
+    # Gate over the whole snapshot with table lookups, then work on the visible rows only.
+    tc = snap.type_code
+    in_request = snap.alive & type_ok[tc] if len(wanted) < n_types else snap.alive
+    verdict_all = verdicts(snap.sens_level, snap.scope_code, snap.scope_names, trust)
+    vis = np.flatnonzero(in_request & (verdict_all > 0))
+    s_vis = salience_at(take(snap.decay, vis), t)
+    if min_salience > 0:
+        passes = s_vis >= min_salience
+        keep, s = vis[passes], s_vis[passes]
+    else:
+        keep, s = vis, s_vis
+    v = verdict_all[keep]
+    tk = tc[keep]
 
+    # Per-layer counts from a few bincounts (hidden = requested - visible).
+    requested_n = np.bincount(tc[in_request], minlength=n_types) if len(wanted) < n_types else _alive_by_type(snap)
+    visible_n = np.bincount(tc[vis], minlength=n_types)
+    passed = np.bincount(tk.astype(np.int64) * 3 + v, minlength=n_types * 3).reshape(n_types, 3)
     counts: dict[str, LayerCounts] = {}
-    type_rows = snap.type_code[rows]
-    for t_, code in zip(wanted, codes):
-        in_layer = type_rows == code
-        counts[t_.value] = LayerCounts(
-            full=int(np.count_nonzero(in_layer & (verdict == FULL) & passes)),
-            redacted=int(np.count_nonzero(in_layer & (verdict == REDACTED) & passes)),
-            hidden=int(np.count_nonzero(in_layer & ~visible)),
-            below_min_salience=int(np.count_nonzero(in_layer & visible & ~passes)),
-        )
+    for t_ in wanted:
+        code = TYPE_CODES[t_.value]
+        full, redacted = int(passed[code, FULL]), int(passed[code, REDACTED])
+        counts[t_.value] = LayerCounts(full=full, redacted=redacted, hidden=int(requested_n[code] - visible_n[code]),
+                                       below_min_salience=int(visible_n[code]) - full - redacted)
 
-    keep = rows[passes]
-    s = s_all[passes]
-    v = verdict[passes]
-    selection, selected_ids, selected_s = _select(store, snap, keep, s, v, as_of, threshold, req.task_descriptor, embeddings)
+    selection, selected_ids, selected_s, selected_redacted = _select(
+        store, snap, keep, s, v, tk, as_of, threshold, req.task_descriptor, embeddings)
 
     # Sort: S desc, canonical layer, newer created_at, id asc. With a limit, only the records
     # that can make the page (S at or above the limit-th value, ties included) are fully sorted.
-    candidates = np.arange(len(keep))
     if limit and len(keep) > limit:
         kth = np.partition(-s, limit - 1)[limit - 1]
-        candidates = np.nonzero(-s <= kth)[0]
+        candidates = np.flatnonzero(-s <= kth)
+    else:
+        candidates = np.arange(len(keep))
+    rows_c = keep[candidates]
     order = candidates[np.lexsort((
-        snap.ids[keep[candidates]].astype(str),
-        -snap.created_at[keep[candidates]],
-        snap.type_code[keep[candidates]],
+        snap.ids[rows_c].astype(str),
+        -snap.created_at[rows_c],
+        tc[rows_c],
         -s[candidates],
     ))]
     if limit:
         order = order[:limit]
-    page_ids = [str(snap.ids[keep[i]]) for i in order]
-    page_s = {str(snap.ids[keep[i]]): float(s[i]) for i in order}
-    page_redacted = {str(snap.ids[keep[i]]) for i in order if v[i] == REDACTED}
+    page_ids = [str(x) for x in snap.ids[keep[order]]]
+    page_s = dict(zip(page_ids, s[order].tolist()))
+    page_redacted = {rid for rid, code in zip(page_ids, v[order].tolist()) if code == REDACTED}
 
     records_by_id = _materialize(store, list(dict.fromkeys(page_ids + selected_ids)), {**selected_s, **page_s})
+
     def view(rid: str, redacted: bool) -> MemoryRecord | None:
         rec = records_by_id.get(rid)
         if rec is None:  # removed between snapshot and read: skip, never guess
@@ -192,35 +226,67 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
 
     records = [r for r in (view(rid, rid in page_redacted) for rid in page_ids) if r is not None]
     if selection is not None:
-        redacted_sel = {sig.record_id for sig in selection.signals if sig.redacted}
-        selection.selected = [r for r in (view(rid, rid in redacted_sel) for rid in selected_ids) if r is not None]
+        selection.selected = [r for r in (view(rid, rid in selected_redacted) for rid in selected_ids) if r is not None]
     return Simulation(RetrieveResponse(records=records, selection=selection), counts, int(len(keep)))
 
 
-def _select(store: Store, snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np.ndarray, as_of: datetime, threshold: float,
-            task: str, embeddings: EmbeddingProvider | None) -> tuple[SelectionResult | None, list[str], dict[str, float]]:
-    selector_codes = np.array([TYPE_CODES[t] for t in SELECTOR_TYPES], dtype=np.int8)
-    is_candidate = np.isin(snap.type_code[keep], selector_codes)
+def _alive_by_type(snap: Snapshot) -> np.ndarray:
+    """Live records per type code (the same for every request on a snapshot, so kept on it)."""
+    memo = snap.__dict__.setdefault("_memo", {})
+    counts = memo.get("alive_by_type")
+    if counts is None:
+        counts = memo["alive_by_type"] = np.bincount(snap.type_code[snap.alive], minlength=len(TYPE_NAMES))
+    return counts
+
+
+def _select(store: Store, snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np.ndarray, tk: np.ndarray,
+            as_of: datetime, threshold: float, task: str, embeddings: EmbeddingProvider | None
+            ) -> tuple[SelectionResult | None, list[str], dict[str, float], set[str]]:
+    """The selector over the competence and plan candidates among ``keep``: every candidate is
+    scored (``scores``), the best SELECTED_MAX are ranked into ``selected`` (ids returned here,
+    records materialized by the caller along with the page)."""
+    is_candidate = _IS_SELECTOR_TYPE[tk]
     if not is_candidate.any():
-        return None, [], {}
+        return None, [], {}, set()
     rows = keep[is_candidate]
-    ids = [str(x) for x in snap.ids[rows]]
-    saliences = {rid: float(x) for rid, x in zip(ids, s[is_candidate])}
     redacted = v[is_candidate] == REDACTED
-    # Placeholders carry only what the selector reads; the real records replace them later.
-    stand_ins = [MemoryRecord.model_construct(id=rid, redacted=bool(red), payload=None) for rid, red in zip(ids, redacted)]
-    precomputed = {
-        "applicability": snap.confidence[rows], "success": snap.success_signal[rows],
-        "last_reinforced": snap.last_reinforced_at[rows], "redacted": redacted,
-    }
-    candidates: list[MemoryRecord] = stand_ins
+    ids = snap.ids[rows]
     if embeddings is not None and task:
         # Embedding similarity needs each candidate's content, so read the candidates in full.
-        full = _materialize(store, ids, saliences)
-        candidates = [redact(full[rid]) if red else full[rid] for rid, red in zip(ids, redacted)]
-    result = select(candidates, as_of, threshold, task, embeddings, precomputed)
-    ranked_ids = [sig.record_id for sig in result.signals]
-    return result, ranked_ids, saliences
+        id_list = [str(x) for x in ids]
+        saliences = dict(zip(id_list, s[is_candidate].tolist()))
+        full = _materialize(store, id_list, saliences)
+        candidates = [redact(full[rid]) if red else full[rid] for rid, red in zip(id_list, redacted)]
+        precomputed = {"applicability": snap.confidence[rows], "success": snap.success_signal[rows],
+                       "last_reinforced": snap.last_reinforced_at[rows], "redacted": redacted}
+        result = select(candidates, as_of, threshold, task, embeddings, precomputed)
+        result.selected = result.selected[:SELECTED_MAX]
+        result.signals = result.signals[:SELECTED_MAX]
+        chosen = [sig.record_id for sig in result.signals]
+        return result, chosen, saliences, {sig.record_id for sig in result.signals if sig.redacted}
+    recency = recency_signal(snap.last_reinforced_at[rows], to_epoch(as_of))
+    applicability, success, recency, score = composite(snap.confidence[rows], snap.success_signal[rows], recency, redacted)
+    n = len(rows)
+    k = min(n, max(SELECTED_MAX, 2))
+    if n > k:  # rank only the candidates that can be among the best k (ties at the k-th included)
+        kth = np.partition(-score, k - 1)[k - 1]
+        top = np.flatnonzero(-score <= kth)
+    else:
+        top = np.arange(n)
+    sub_order, confidence, needs_more = rank(ids[top], score[top], threshold)
+    order = top[sub_order][:SELECTED_MAX]
+    id_list = ids.tolist()
+    score_list = score.tolist()
+    signals = [Signals(id_list[i], float(applicability[i]), float(success[i]), float(recency[i]),
+                       score_list[i], bool(redacted[i])) for i in order.tolist()]
+    scores = {sig.record_id: sig.score for sig in signals}  # ranked first, then every other candidate
+    scores.update(zip(id_list, score_list))
+    result = SelectionResult.model_construct(
+        selected=[], confidence=confidence, needs_more=needs_more, scores=scores, threshold=threshold, signals=signals)
+    chosen = [sig.record_id for sig in signals]
+    s_c = s[is_candidate]
+    saliences = {id_list[i]: float(s_c[i]) for i in order.tolist()}
+    return result, chosen, saliences, {sig.record_id for sig in signals if sig.redacted}
 
 
 # --------------------------------------------------------------------------- by id, by type, explain

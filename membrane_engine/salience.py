@@ -59,8 +59,13 @@ def salience_at(cols: DecayColumns, t: float | np.ndarray) -> np.ndarray:
         factor = np.array(factor, dtype=float, copy=True)
         factor_b = np.broadcast_to(factor, np.broadcast_shapes(factor.shape, s_a.shape)).copy()
         delta_b = np.broadcast_to(delta, factor_b.shape)
+        # One interpolation per distinct profile (stores share a handful), not one per record.
+        groups: dict[tuple[tuple[float, float], ...], list[int]] = {}
         for row, points in cols.custom_points.items():
-            factor_b[..., row] = _custom_factor(points, delta_b[..., row])
+            groups.setdefault(points, []).append(row)
+        for points, rows in groups.items():
+            at = np.array(rows, dtype=np.int64)
+            factor_b[..., at] = _custom_factor(points, delta_b[..., at])
         factor = factor_b
     decayed = np.maximum(s_a * factor, cols.min_salience)
     expired = (cols.max_age > 0) & ((t - cols.created_at) >= cols.max_age)
@@ -136,12 +141,17 @@ def take(cols: DecayColumns, rows: np.ndarray) -> DecayColumns:
     repeats allowed)."""
     custom: dict[int, tuple[tuple[float, float], ...]] = {}
     if cols.custom_points:
-        keys = np.fromiter(cols.custom_points.keys(), dtype=np.int64)
+        points = cols.custom_points
+        keys = np.fromiter(points.keys(), dtype=np.int64, count=len(points))
         lo = np.searchsorted(rows, keys, side="left")
         hi = np.searchsorted(rows, keys, side="right")
-        for key, start, stop in zip(keys, lo, hi):
-            for k in range(int(start), int(stop)):  # every position of the row (repeats too)
-                custom[k] = cols.custom_points[int(key)]
+        taken = np.flatnonzero(hi > lo)
+        if len(taken) and np.all(hi[taken] - lo[taken] == 1):  # the usual case: no repeated rows
+            custom = dict(zip(lo[taken].tolist(), [points[k] for k in keys[taken].tolist()]))
+        else:
+            for key, start, stop in zip(keys[taken].tolist(), lo[taken].tolist(), hi[taken].tolist()):
+                for k in range(start, stop):  # every position of the row (repeats too)
+                    custom[k] = points[key]
     return DecayColumns(
         cols.anchor_salience[rows], cols.anchor_at[rows], cols.created_at[rows], cols.curve[rows],
         cols.half_life[rows], cols.min_salience[rows], cols.max_age[rows], cols.pinned[rows], custom,

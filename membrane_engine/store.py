@@ -442,6 +442,18 @@ class Store:
                 out[r.id] = StoredRow(r.id, json.loads(r.doc), r.anchor_salience, r.anchor_at, r.audit_head)
         return out
 
+    def fetch_texts(self, conn: Connection, ids: Sequence[str]) -> dict[str, tuple[str, float, float]]:
+        """(doc as stored JSON text, anchor_salience, anchor_at) of the records of ``ids`` that
+        exist, for readers that validate the JSON text directly (retrieval's page)."""
+        out: dict[str, tuple[str, float, float]] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 900):
+            q = (select(records.c.id, records.c.doc, records.c.anchor_salience, records.c.anchor_at)
+                 .where(records.c.id.in_(unique[start:start + 900])))
+            for r in conn.execute(q):
+                out[r.id] = (r.doc, r.anchor_salience, r.anchor_at)
+        return out
+
     def existing_ids(self, conn: Connection, ids: Iterable[str], include_archive: bool = True) -> set[str]:
         unique = list(dict.fromkeys(ids))
         found: set[str] = set()

@@ -148,19 +148,20 @@ def decide(sensitivity: Any, scope: str, trust: TrustContext) -> Decision:
 def verdicts(levels: np.ndarray, scope_codes: np.ndarray, scope_names: list[str], trust: TrustContext) -> np.ndarray:
     """Vectorized ``decide``: VERDICT_CODES per record from sensitivity levels (-1 unknown) and
     scope codes indexing ``scope_names``."""
+    # Table lookups (one pass per column, whatever the store's size): the verdict of each level
+    # -1 (unknown) .. 5 at index level + 1, anything outside clipped to a hidden end; a scope
+    # code's admission by the scope rule.
+    by_level = np.zeros(7, dtype=np.int8)
+    for level in range(5):
+        if level <= trust.max_level:
+            by_level[level + 1] = VERDICT_CODES[Verdict.FULL]
+        elif level == trust.max_level + 1:
+            by_level[level + 1] = VERDICT_CODES[Verdict.REDACTED]
+    out = np.take(by_level, np.asarray(levels, dtype=np.int64) + 1, mode="clip")
     if trust.scopes:
-        allowed = {name for name in trust.scopes}
-        allowed.add("")
-        allowed_codes = np.array([i for i, s in enumerate(scope_names) if s in allowed], dtype=scope_codes.dtype)
-        scope_ok = np.isin(scope_codes, allowed_codes)
-    else:
-        scope_ok = np.ones(len(levels), dtype=bool)
-    known = levels >= 0
-    full = known & (levels <= trust.max_level) & scope_ok
-    redacted = known & (levels == trust.max_level + 1) & scope_ok
-    out = np.zeros(len(levels), dtype=np.int8)
-    out[redacted] = VERDICT_CODES[Verdict.REDACTED]
-    out[full] = VERDICT_CODES[Verdict.FULL]
+        allowed = set(trust.scopes) | {""}
+        scope_ok = np.fromiter((name in allowed for name in scope_names), dtype=bool, count=len(scope_names))
+        out *= scope_ok[scope_codes]
     return out
 
 
