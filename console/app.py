@@ -14,19 +14,19 @@ if str(ROOT) not in sys.path:
 
 from console import state  # noqa: E402
 
-st.set_page_config(page_title="Membrane Console", page_icon="🧠", layout="wide")
+st.set_page_config(page_title="Membrane Console", page_icon=":material/memory:", layout="wide")
 
 PAGES = Path(__file__).resolve().parent / "app_pages"
 pages = [
-    st.Page(PAGES / "overview.py", title="Overview", icon="📊", url_path="overview", default=True),
-    st.Page(PAGES / "simulator.py", title="Trust simulator", icon="🔍", url_path="simulator"),
-    st.Page(PAGES / "what_if.py", title="What-if", icon="⚖️", url_path="what-if"),
-    st.Page(PAGES / "records.py", title="Record explorer", icon="🗂️", url_path="records"),
-    st.Page(PAGES / "decay.py", title="Salience decay", icon="📉", url_path="decay"),
-    st.Page(PAGES / "selector.py", title="Selector inspector", icon="🎯", url_path="selector"),
-    st.Page(PAGES / "audit.py", title="Audit log", icon="📜", url_path="audit"),
-    st.Page(PAGES / "curate.py", title="Curate", icon="✍️", url_path="curate"),
-    st.Page(PAGES / "import_export.py", title="Import / export", icon="📦", url_path="import-export"),
+    st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", url_path="overview", default=True),
+    st.Page(PAGES / "simulator.py", title="Trust simulator", icon=":material/visibility:", url_path="simulator"),
+    st.Page(PAGES / "what_if.py", title="What-if", icon=":material/compare_arrows:", url_path="what-if"),
+    st.Page(PAGES / "records.py", title="Record explorer", icon=":material/search:", url_path="records"),
+    st.Page(PAGES / "decay.py", title="Salience decay", icon=":material/trending_down:", url_path="decay"),
+    st.Page(PAGES / "selector.py", title="Selector inspector", icon=":material/target:", url_path="selector"),
+    st.Page(PAGES / "audit.py", title="Audit log", icon=":material/history:", url_path="audit"),
+    st.Page(PAGES / "curate.py", title="Curate", icon=":material/edit_note:", url_path="curate"),
+    st.Page(PAGES / "import_export.py", title="Import / export", icon=":material/swap_vert:", url_path="import-export"),
 ]
 navigation = st.navigation(
     {"See": pages[:4], "Understand": pages[4:7], "Change": pages[7:]},
