@@ -386,7 +386,9 @@ class Store:
                     if not self.is_sqlite:
                         # Serialize writers so the change log's sequence order is commit order
                         # (column caches read "everything after N" and must not miss a change).
-                        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7264321)")
+                        # The key names the schema: stores in other schemas of the same
+                        # database have change logs of their own and need not wait.
+                        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7264321, hashtext(current_schema()))")
                     yield conn
         except (DBAPIError, *_DRIVER_ERRORS) as exc:
             raise self._translate(exc) from exc

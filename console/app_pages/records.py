@@ -129,9 +129,9 @@ else:
     ids_key = f"{K}_page_ids"
     st.session_state[ids_key] = [r.id for r in page]
     frame = pd.DataFrame([{
-        "id": r.id, "type": r.type.value, "sensitivity": r.sensitivity.value, "scope": r.scope,
+        "id": clean(r.id, 200), "type": r.type.value, "sensitivity": r.sensitivity.value, "scope": clean(r.scope, 200),
         "salience": round(r.salience, 4), "confidence": round(r.confidence, 3), "status": r.revision_status or "",
-        "tags": ", ".join(r.tags), "created": format_time(r.created_at)[:16].replace("T", " "),
+        "tags": clean(", ".join(r.tags), 300), "created": format_time(r.created_at)[:16].replace("T", " "),
         "summary": clean(summary(r), 200),
     } for r in page])
     table_key = f"{K}_table_{fingerprint}_{page_no}"
@@ -158,7 +158,7 @@ if selected_id:
                  "log page shows archived records).")
     else:
         st.subheader("Record")
-        st.code(record.id, language=None)
+        st.code(clean(record.id, 300), language=None)
         known = existing(m, [r.target_id for r in record.relations])
         render_record(record, on_open=open_record, key=f"{K}_detail", known=known,
                       referenced_by=_incoming(m.url, snap_seq, record.id), as_of=as_of)

@@ -69,7 +69,7 @@ def record_card(record: MemoryRecord, verdict: str | None = None,
                 st.markdown(f"**#{rank}** :{color}-badge[{verdict.upper()}]")
             else:
                 verdict_badge(verdict)
-        head[1].code(record.id, language=None)
+        head[1].code(clean(record.id, 300), language=None)
         if explain is not None:
             with head[2].popover("why?", width="stretch"):
                 show_explanation(explain())

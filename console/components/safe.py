@@ -11,11 +11,15 @@ import re
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~<$&:@=\"'])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): one left open in record
+# text would reorder the console's own words after it ("confidence 0.70" read backwards).
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def clean(text: object, limit: int = 2000) -> str:
-    """Printable, bounded text: control characters shown as U+FFFD, long strings cut with a note."""
-    value = _CONTROL.sub("\ufffd", str(text))
+    """Printable, bounded text: control characters and bidi embedding/override/isolate controls
+    shown as U+FFFD, long strings cut with a note."""
+    value = _BIDI.sub("\ufffd", _CONTROL.sub("\ufffd", str(text)))
     if len(value) > limit:
         value = value[:limit] + f"… ({len(value) - limit:,} more characters)"
     return value
