@@ -205,10 +205,20 @@ def default_url() -> str:
     return os.environ.get("MEMBRANE_DB_URL") or f"sqlite:///{default_db_path()}"
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
+def lock_timeout() -> float:
+    """Seconds a SQLite write waits for another writer's lock before the call fails with
+    StoreUnavailableError ("locked"): ``MEMBRANE_LOCK_TIMEOUT``, default 60."""
+    try:
+        value = float(os.environ.get("MEMBRANE_LOCK_TIMEOUT", "60"))
+    except ValueError:
+        return 60.0
+    return value if value >= 0 and value == value else 60.0
+
+
+def _sqlite_pragmas(dbapi_conn, _record, timeout_ms: int = 60000) -> None:
     dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (see _sqlite_begin)
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA busy_timeout = 60000")
+    cur.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
     cur.execute("PRAGMA foreign_keys = ON")
     try:
         cur.execute("PRAGMA journal_mode = WAL")
@@ -320,12 +330,23 @@ class Store:
     def __init__(self, url: str):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self._file: Path | None = None  # a SQLite store's file, once it has been opened
+        self._file_path: Path | None = None
         kwargs: dict[str, Any] = {"future": True}
         if self.is_sqlite:
             path = url.split("///", 1)[1] if "///" in url else ""
+            timeout = lock_timeout()
             if path and path != ":memory:" and not path.startswith("file:"):
-                Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            kwargs["connect_args"] = {"timeout": 60, "check_same_thread": False}
+                self._file_path = Path(path.split("?", 1)[0]).expanduser()
+                try:
+                    self._file_path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise StoreUnavailableError(
+                        f"cannot open store {self.display_url}: the directory {str(self._file_path.parent)!r} "
+                        f"cannot be created ({exc.strerror or exc})") from None
+            elif path.startswith("file:") and "mode=memory" not in path:
+                self._file_path = Path(path[len("file:"):].split("?", 1)[0]).expanduser()
+            kwargs["connect_args"] = {"timeout": timeout, "check_same_thread": False}
             if path in ("", ":memory:"):
                 from sqlalchemy.pool import StaticPool
 
@@ -337,7 +358,8 @@ class Store:
         except Exception as exc:  # bad URL, missing driver
             raise StoreUnavailableError(f"cannot open store {self.display_url}: {exc}") from exc
         if self.is_sqlite:
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            timeout_ms = int(lock_timeout() * 1000)
+            event.listen(self.engine, "connect", lambda c, r: _sqlite_pragmas(c, r, timeout_ms))
             event.listen(self.engine, "begin", _sqlite_begin)
         self._created = False
 
@@ -364,12 +386,14 @@ class Store:
                     raise StoreUnavailableError(
                         f"store {self.display_url} has schema version {version}; this engine knows {SCHEMA_VERSION}"
                     )
+        self._file = self._file_path  # from now on, the file must stay where it is
         return not existed
 
     # transactions -------------------------------------------------------------
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
+        self._check_file()
         try:
             with self.engine.connect() as conn, conn.begin():
                 yield conn
@@ -379,6 +403,7 @@ class Store:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """One write transaction: all of it commits or none of it does."""
+        self._check_file()
         try:
             with self.engine.connect() as conn:
                 conn.execution_options(membrane_write=True)
@@ -395,6 +420,14 @@ class Store:
         except UnicodeEncodeError as exc:  # a lone surrogate that got past validation
             raise ValidationError(f"a value is not valid Unicode text, nothing was written ({exc.reason}: "
                                   f"{exc.object[exc.start:exc.end]!r})", [("value", "not valid Unicode")]) from exc
+
+    def _check_file(self) -> None:
+        """A SQLite file deleted (or its directory) while the store is open: pooled connections
+        would go on reading and writing the unlinked file, and every write would be lost."""
+        if self._file is not None and not self._file.exists():
+            raise StoreUnavailableError(
+                f"the database file is gone ({self.display_url}: {str(self._file)!r} no longer exists); "
+                "nothing was read or written")
 
     def _translate(self, exc: Exception) -> Exception:
         """The engine's error for a database error: a value the database refuses (DataError,
@@ -417,7 +450,8 @@ class Store:
             hint = "the database is read-only; writes are not possible"
         elif "unable to open" in lowered or "no such file" in lowered:
             hint = "the database file cannot be opened"
-        elif "connection" in lowered or "server" in lowered or "terminat" in lowered:
+        elif ("connection" in lowered or "server" in lowered or "terminat" in lowered or "resolve" in lowered
+              or "translate host" in lowered):
             hint = "the database server is unreachable"
         else:
             hint = "the database refused the operation"
