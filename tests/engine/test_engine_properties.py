@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import uuid
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +27,9 @@ from membrane_engine.selector import select
 from membrane_engine.trust import Verdict, decide, redact
 
 from engine_kit import DAY, HOUR, T0, iso
+from sqlalchemy import create_engine, text
+
+POSTGRES_URL = os.environ.get("MEMBRANE_TEST_POSTGRES_URL", "")
 
 TYPES = ["episodic", "working", "semantic", "competence", "plan_graph", "entity"]
 LEVELS = ["public", "low", "medium", "high", "hyper"]
@@ -262,11 +268,43 @@ def write_rounds(draw):
     return rounds
 
 
+@contextmanager
+def fresh_store_url(kind: str):
+    """A URL to an empty store: a SQLite file on tmpfs, or a PostgreSQL schema of its own."""
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory(dir=FAST_TMP) as tmp:
+            yield f"sqlite:///{Path(tmp) / 'p.db'}"
+        return
+    schema = "tp_" + uuid.uuid4().hex[:12]
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+        sep = "&" if "?" in POSTGRES_URL else "?"
+        yield f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=store_docs(min_size=1), rounds=write_rounds(), data=st.data())
 def test_cache_stays_current_across_instances(first, rounds, data):
-    with tempfile.TemporaryDirectory(dir=FAST_TMP) as tmp:
-        a, url = new_store(tmp)
+    check_cache_across_instances("sqlite", first, rounds, data)
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not POSTGRES_URL, reason="MEMBRANE_TEST_POSTGRES_URL is not set")
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=store_docs(min_size=1, max_size=8), rounds=write_rounds(), data=st.data())
+def test_cache_stays_current_across_instances_on_postgres(first, rounds, data):
+    check_cache_across_instances("postgres", first, rounds, data)
+
+
+def check_cache_across_instances(kind, first, rounds, data):
+    with fresh_store_url(kind) as url:
+        a = Membrane.open(url, load_sample=False, clock=lambda: T0)
         try:
             a.import_records(first)
             assert_matches_reference(a, data.draw(requests()))
