@@ -188,3 +188,28 @@ def test_embedding_similarity_replaces_confidence(sqlite_url):
     sel = m.retrieve(RetrieveRequest(trust=trust(), as_of=T0)).selection
     assert {s.record_id: s.applicability for s in sel.signals} == {"A": 0.95, "B": 0.7, "C": 0.4}
     m.close()
+
+
+def test_many_candidates_agree_with_select_over_records(mem):
+    import random
+
+    rnd = random.Random(7)
+    docs = [competence(f"c{i:03d}", confidence=rnd.choice([0.2, 0.5, 0.8, rnd.random()]),
+                       successes=rnd.randint(0, 5), failures=rnd.randint(0, 5),
+                       reinforced=rnd.choice([None, ago(rnd.randint(0, 90 * DAY))]),
+                       sensitivity=rnd.choice(["low", "medium", "high"]))
+            for i in range(120)]
+    mem.import_records(docs)
+    sel = mem.retrieve(RetrieveRequest(trust=trust("medium"), as_of=T0, limit=3)).selection
+    views = [r for r in (mem.get(d["id"], as_of=T0) for d in docs)]
+    from membrane_engine.trust import redact
+
+    views = [redact(v) if v.sensitivity.value == "high" else v for v in views]
+    want = select(views, T0)
+    assert sel.scores == pytest.approx(want.scores, abs=1e-12)
+    assert sel.scores.keys() == want.scores.keys() and len(sel.scores) == 120
+    assert sel.confidence == pytest.approx(want.confidence, abs=1e-12)
+    assert sel.needs_more == want.needs_more
+    got_ids = [r.id for r in sel.selected]
+    assert got_ids == [r.id for r in want.selected][: len(got_ids)]  # a prefix of the full ranking
+    assert len(got_ids) >= min(50, 120)
