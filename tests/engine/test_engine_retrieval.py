@@ -236,3 +236,16 @@ def test_selection_may_name_records_cut_by_limit(mem):
     assert [r.id for r in sel.selected] == ["c1", "p1"]
     assert set(sel.scores) == {"c1", "p1"}
     assert sel.selected[0].payload is not None and sel.selected[0].salience == pytest.approx(0.2)
+
+
+def test_naive_as_of_is_utc_everywhere(mem):
+    from datetime import datetime
+
+    mem.import_records([rec("x", salience=0.8, half_life=DAY, created_at=T0)])
+    naive = datetime(2026, 6, 2, 12, 0)  # T0 + one half-life, read as UTC
+    assert mem.retrieve(req(as_of=naive)).records[0].salience == pytest.approx(0.4)
+    assert mem.retrieve_by_id("x", trust(), as_of=naive).salience == pytest.approx(0.4)
+    assert mem.retrieve_by_type("semantic", trust(), as_of=naive)[0].salience == pytest.approx(0.4)
+    assert mem.explain("x", trust(), as_of=naive).salience == pytest.approx(0.4)
+    assert mem.metrics(as_of=naive)["avg_salience"] == pytest.approx(0.4)
+    assert mem.salience_curves(["x"], [naive]) == {"x": [pytest.approx(0.4)]}
