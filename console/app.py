@@ -13,6 +13,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from console import state  # noqa: E402
+from console.components.guard import engine_call  # noqa: E402
 
 st.set_page_config(page_title="Membrane Console", page_icon=":material/memory:", layout="wide")
 
@@ -36,4 +37,7 @@ with st.sidebar:
     st.caption("Store")
     st.code(state.display_url(), language=None, wrap_lines=True)
 
-navigation.run()
+# A MembraneError a page did not handle (the store locked, gone or unreachable mid-session)
+# ends as a message, not a traceback.
+with engine_call():
+    navigation.run()

@@ -8,9 +8,13 @@ import sys
 
 import streamlit as st
 
+from sqlalchemy.engine import make_url
+
 from membrane_engine import Membrane
-from membrane_engine.errors import MembraneError, StoreUnavailableError
+from membrane_engine.errors import MembraneError
 from membrane_engine.store import default_url
+
+from console.components.guard import show_error
 
 
 def store_url() -> str:
@@ -27,25 +31,32 @@ def _open(url: str) -> Membrane:
 
 
 def membrane() -> Membrane:
-    """The shared Membrane. Stops the page with a clear message if the store cannot be opened."""
+    """The shared Membrane. Stops the page with a clear message if the store cannot be opened
+    (locked, read-only, gone, unreachable, refused: the engine's StoreUnavailableError text)."""
     url = store_url()
     try:
         return _open(url)
-    except StoreUnavailableError as exc:
-        st.error(f"The memory store cannot be opened: {exc}")
-        st.stop()
     except MembraneError as exc:
-        st.error(f"The memory store cannot be opened: {exc}")
+        show_error(exc, "The memory store cannot be opened")
         st.stop()
     raise AssertionError("unreachable")
 
 
+def _without_password(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL at all: show it as given (there is no password to hide)
+        return url
+
+
 def display_url() -> str:
+    """The store's URL for the sidebar (password hidden). Never reports an error itself: the
+    page, which calls membrane(), shows it where the operator is looking."""
     url = store_url() or default_url()
     try:
-        return membrane().url
-    except Exception:  # shown in the sidebar only; the page itself reports the real error
-        return url
+        return _open(store_url()).url
+    except MembraneError:
+        return _without_password(url)
 
 
 OPERATOR_KEY = "operator_name"
