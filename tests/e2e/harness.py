@@ -187,6 +187,7 @@ class Console:
     page_errors: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
     generation: int = 0
+    marked: int = 0  # frames before this index belong to earlier states of the page (see mark)
 
     @classmethod
     def new(cls, browser, server: ConsoleServer, viewport=(1400, 1000)) -> "Console":
@@ -240,6 +241,7 @@ class Console:
         """Begin a navigation without waiting for the script (``wait_idle(runs_at_least=1)`` does)."""
         self.generation += 1
         self.frames = []
+        self.marked = 0
         self.page.goto(self.url_for(path, query), wait_until="commit")
 
     def runs_finished(self) -> int:
@@ -303,8 +305,18 @@ class Console:
     def text(self) -> str:
         return self.page.locator("[data-testid=stApp]").inner_text()
 
+    def mark(self) -> None:
+        """From now on ``find`` only looks at frames received after this call (and at earlier ones
+        those frames refer to by hash): for pages whose widgets pass through other states first."""
+        self.marked = len(self.frames)
+
     def frame_bytes(self) -> list[bytes]:
-        return [f.data for f in self.frames]
+        """Frames since ``mark`` plus any earlier frame one of them refers to (Streamlit sends a
+        large element the browser already has as a reference to its hash)."""
+        recent = self.frames[self.marked:]
+        refs = {f.msg.ref_hash for f in recent if f.msg is not None and f.msg.WhichOneof("type") == "ref_hash"}
+        older = [f for f in self.frames[:self.marked] if f.msg is not None and f.msg.hash and f.msg.hash in refs]
+        return [f.data for f in older + recent]
 
     def download_urls(self) -> list[str]:
         """Media URLs (download buttons, images) the server has announced to this tab."""
