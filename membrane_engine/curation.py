@@ -27,6 +27,8 @@ from . import audit
 from .errors import AlreadyExistsError, EpisodicImmutableError, NotFoundError, ValidationError
 from .salience import PRUNE_THRESHOLD, anchor_of, columns_of, salience_at, salience_of
 from .schema import (
+    MAX_ACTOR_LENGTH,
+    MAX_SCOPE_LENGTH,
     UTC,
     AuditAction,
     AuditEntry,
@@ -41,6 +43,8 @@ from .schema import (
     SemanticPayload,
     Sensitivity,
     as_utc,
+    check_id,
+    check_text,
     format_time,
     to_epoch,
     validate_record,
@@ -181,15 +185,32 @@ class _Builder:
 # --------------------------------------------------------------------------- checks and helpers
 
 
-def _text(value: Any, name: str) -> str:
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _non_empty(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        shown = "empty" if isinstance(value, str) or value is None else f"not a string ({type(value).__name__})"
-        raise ValidationError(f"{name} must be a non-empty string ({shown})", [(name, shown)])
+        problem = "empty" if isinstance(value, str) else "not a string"
+        raise ValidationError(f"{name} must be a non-empty string (got {_shown(value)})", [(name, problem)])
     return value
 
 
+def _text(value: Any, name: str, limit: int | None = None) -> str:
+    """A non-empty string argument that the store keeps (or looks up by): no NUL character and
+    at most ``limit`` characters (schema.check_text, the rule imports follow too)."""
+    return check_text(_non_empty(value, name), name, limit)
+
+
+def _id(value: Any, name: str = "id") -> str:
+    """A record id argument: a non-empty string without NUL (schema.check_id)."""
+    return check_id(_non_empty(value, name), name)
+
+
 def _who(actor: Any, rationale: Any) -> tuple[str, str]:
-    return _text(actor, "actor"), _text(rationale, "rationale")
+    """The actor (a column of MAX_ACTOR_LENGTH) and rationale (text) every entry names."""
+    return _text(actor, "actor", MAX_ACTOR_LENGTH), _text(rationale, "rationale")
 
 
 def _number(value: Any, name: str, non_negative: bool = False) -> float:
@@ -357,7 +378,7 @@ def _archive(b: _Builder, row: StoredRow, record: MemoryRecord, log: list[AuditE
 
 def plan_reinforce(v: _View, now: datetime, id: str, actor: str, rationale: str, gain: float | None = None) -> CurationPlan:
     actor, rationale = _who(actor, rationale)
-    rid = _text(id, "id")
+    rid = _id(id)
     if gain is not None:
         gain = _number(gain, "gain", non_negative=True)
     rows, recs = _load(v, [rid])
@@ -375,7 +396,7 @@ def plan_reinforce(v: _View, now: datetime, id: str, actor: str, rationale: str,
 
 def plan_penalize(v: _View, now: datetime, id: str, amount: float, actor: str, rationale: str) -> CurationPlan:
     actor, rationale = _who(actor, rationale)
-    rid = _text(id, "id")
+    rid = _id(id)
     amount = _number(amount, "amount", non_negative=True)
     rows, recs = _load(v, [rid])
     row, record = rows[rid], recs[rid]
@@ -390,7 +411,7 @@ def plan_penalize(v: _View, now: datetime, id: str, amount: float, actor: str, r
 
 def plan_retract(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
     actor, rationale = _who(actor, rationale)
-    rid = _text(id, "id")
+    rid = _id(id)
     rows, recs = _load(v, [rid])
     _no_episodic(recs.values(), "retracted")
     b = _Builder("retract", now)
@@ -402,8 +423,8 @@ def plan_retract(v: _View, now: datetime, id: str, actor: str, rationale: str) -
 
 def plan_contest(v: _View, now: datetime, id: str, contesting_ref: str, actor: str, rationale: str) -> CurationPlan:
     actor, rationale = _who(actor, rationale)
-    rid = _text(id, "id")
-    ref = _text(contesting_ref, "contesting_ref")
+    rid = _id(id)
+    ref = _text(contesting_ref, "contesting_ref")  # no NUL: it is looked up as a record id
     rows, recs = _load(v, [rid])
     _no_episodic(recs.values(), "contested")
     row, record = rows[rid], recs[rid]
@@ -430,7 +451,7 @@ def plan_contest(v: _View, now: datetime, id: str, contesting_ref: str, actor: s
 
 def plan_supersede(v: _View, now: datetime, old_id: str, new_record: Any, actor: str, rationale: str) -> CurationPlan:
     actor, rationale = _who(actor, rationale)
-    old = _text(old_id, "old_id")
+    old = _id(old_id, "old_id")
     new = _new_record(new_record, "new_record", now)
     rows, recs = _load(v, [old])
     _no_episodic(recs.values(), "superseded")
@@ -455,7 +476,7 @@ def plan_supersede(v: _View, now: datetime, old_id: str, new_record: Any, actor:
 
 def plan_fork(v: _View, now: datetime, source_id: str, forked_record: Any, actor: str, rationale: str) -> CurationPlan:
     actor, rationale = _who(actor, rationale)
-    src = _text(source_id, "source_id")
+    src = _id(source_id, "source_id")
     new = _new_record(forked_record, "forked_record", now)
     rows, recs = _load(v, [src])
     _no_episodic(recs.values(), "forked")
@@ -475,7 +496,7 @@ def plan_merge(v: _View, now: datetime, ids: Any, merged_record: Any, actor: str
     actor, rationale = _who(actor, rationale)
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
         raise ValidationError("ids must be a list of record ids", [("ids", "not a list")])
-    sources = list(dict.fromkeys(_text(x, "ids") for x in ids))
+    sources = list(dict.fromkeys(_id(x, "ids") for x in ids))
     if not sources:
         raise ValidationError("ids must not be empty", [("ids", "empty")])
     new = _new_record(merged_record, "merged_record", now)
@@ -498,7 +519,7 @@ def plan_merge(v: _View, now: datetime, ids: Any, merged_record: Any, actor: str
 
 def _plan_pin(op: str, pinned: bool, v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
     actor, rationale = _who(actor, rationale)
-    rid = _text(id, "id")
+    rid = _id(id)
     rows, recs = _load(v, [rid])
     row, record = rows[rid], recs[rid]
     s_now = salience_of(record, now, _stored_anchor(row))
@@ -522,7 +543,7 @@ def plan_unpin(v: _View, now: datetime, id: str, actor: str, rationale: str) -> 
 def plan_reclassify(v: _View, now: datetime, id: str, actor: str, rationale: str, sensitivity: Any = None,
                     scope: str | None = None, tags: list[str] | None = None) -> CurationPlan:
     actor, rationale = _who(actor, rationale)
-    rid = _text(id, "id")
+    rid = _id(id)
     if sensitivity is None and scope is None and tags is None:
         raise ValidationError("reclassify needs at least one of sensitivity, scope, tags",
                               [("sensitivity", "nothing to change")])
@@ -532,8 +553,10 @@ def plan_reclassify(v: _View, now: datetime, id: str, actor: str, rationale: str
         except ValueError:
             raise ValidationError(f"sensitivity: unknown value {sensitivity!r} (one of "
                                   f"{', '.join(s.value for s in Sensitivity)})", [("sensitivity", "unknown value")]) from None
-    if scope is not None and not isinstance(scope, str):
-        raise ValidationError(f"scope must be a string (got {scope!r})", [("scope", "not a string")])
+    if scope is not None:
+        if not isinstance(scope, str):
+            raise ValidationError(f"scope must be a string (got {_shown(scope)})", [("scope", "not a string")])
+        check_text(scope, "scope", MAX_SCOPE_LENGTH)
     if tags is not None:
         if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
             raise ValidationError("tags must be a list of strings", [("tags", "not a list")])
@@ -565,7 +588,7 @@ def plan_reclassify(v: _View, now: datetime, id: str, actor: str, rationale: str
 
 def plan_delete(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
     actor, rationale = _who(actor, rationale)
-    rid = _text(id, "id")
+    rid = _id(id)
     rows, recs = _load(v, [rid])
     row, record = rows[rid], recs[rid]
     if record.lifecycle.deletion_policy == DeletionPolicy.NEVER:
@@ -581,7 +604,7 @@ def plan_delete(v: _View, now: datetime, id: str, actor: str, rationale: str) ->
 
 def plan_restore(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
     actor, rationale = _who(actor, rationale)
-    rid = _text(id, "id")
+    rid = _id(id)
     archived = v.archived(rid)
     if archived is None:
         if v.existing([rid], include_archive=False):

@@ -35,6 +35,7 @@ from .schema import (
     check_id,
     check_ids,
     check_instant,
+    check_text,
     format_time,
     to_epoch,
 )
@@ -56,10 +57,7 @@ def _check_actor(actor: Any) -> str:
     """The actor an import's audit entries name: stored in a column of its own."""
     if not isinstance(actor, str) or not actor.strip():
         raise ValidationError(f"actor must be a non-empty string (got {actor!r})", [("actor", repr(actor))])
-    if "\x00" in actor or len(actor) > MAX_ACTOR_LENGTH:
-        raise ValidationError(f"actor must be at most {MAX_ACTOR_LENGTH} characters without NUL (got {actor[:80]!r})",
-                              [("actor", "too long or NUL")])
-    return actor
+    return check_text(actor, "actor", MAX_ACTOR_LENGTH)  # the rule curation's actors follow too
 
 
 class Membrane(CurationMixin):

@@ -584,13 +584,34 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def text_problems(value: str, limit: int | None = None) -> list[str]:
+    """What keeps a string out of a column of its own (the one rule for every such string:
+    record fields at import, curation arguments): PostgreSQL refuses the NUL character and
+    values over the column width, which SQLite would store. Each problem names the value
+    (shortened)."""
+    shown = repr(value if len(value) <= 60 else value[:57] + "...")
+    problems = []
+    if "\x00" in value:
+        problems.append(f"must not contain the NUL character U+0000 (got {shown})")
+    if limit is not None and len(value) > limit:
+        problems.append(f"is {len(value)} characters; the limit is {limit} (got {shown})")
+    return problems
+
+
+def check_text(value: str, name: str, limit: int | None = None) -> str:
+    """A string argument the store keeps in a column (or looks up by): refused, naming the
+    field and the value, when ``text_problems`` finds anything."""
+    problems = text_problems(value, limit)
+    if problems:
+        raise ValidationError(f"{name} " + "; ".join(problems), [(name, p) for p in problems])
+    return value
+
+
 def check_id(value: Any, name: str = "record_id") -> str:
     """A record id argument: a string without NUL (no record can have one)."""
     if not isinstance(value, str):
         raise ValidationError(f"{name} must be a string (got {_shown(value)})", [(name, "not a string")])
-    if "\x00" in value:
-        raise ValidationError(f"{name} must not contain the NUL character (got {_shown(value)})", [(name, "NUL")])
-    return value
+    return check_text(value, name)
 
 
 def check_ids(values: Any, name: str = "ids") -> list[str]:
@@ -658,11 +679,7 @@ def storage_problems(record: MemoryRecord) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
 
     def text(loc: str, value: str, limit: int | None) -> None:
-        shown = repr(value if len(value) <= 60 else value[:57] + "...")
-        if "\x00" in value:
-            problems.append((loc, f"must not contain the NUL character U+0000 (got {shown})"))
-        if limit is not None and len(value) > limit:
-            problems.append((loc, f"is {len(value)} characters; the limit is {limit} (got {shown})"))
+        problems.extend((loc, p) for p in text_problems(value, limit))
 
     text("id", record.id, MAX_ID_LENGTH)
     text("scope", record.scope, MAX_SCOPE_LENGTH)

@@ -362,18 +362,6 @@ CURATION += [
          "'s\\x002'"),
 ]
 
-# Defects in curation.py (not ours to edit): reported, pinned here until fixed.
-CURATION_XFAIL = {
-    f"curate-{op}-int-id": "curation._text names the field but not the value of a non-string (id=5 -> "
-                           "'id must be a non-empty string (not a string (int))')"
-    for op in ("reinforce", "retract", "pin", "unpin", "delete", "restore")
-} | {
-    f"curate-{name}": "curation does not check strings it stores in columns of their own: SQLite stores them, "
-                      "PostgreSQL refuses (DataError: NUL or value too long) without naming the field"
-    for name in ("reinforce-actor-nul", "reinforce-rationale-nul", "reinforce-actor-long", "reclassify-scope-long",
-                 "reclassify-scope-nul", "contest-ref-nul", "merge-id-nul")
-}
-
 
 def _run(case: Case, m: Membrane, tmp_path: Path) -> None:
     before = dump(m)
@@ -396,9 +384,7 @@ def test_bad_input_is_refused_naming_field_and_value(bad: Membrane, case: Case, 
 
 
 @pytest.mark.parametrize("case", CURATION, ids=[c.name for c in CURATION])
-def test_bad_curation_input_is_refused_and_writes_nothing(bad: Membrane, case: Case, tmp_path: Path, request):
-    if case.name in CURATION_XFAIL:
-        request.applymarker(pytest.mark.xfail(reason=CURATION_XFAIL[case.name], strict=True))
+def test_bad_curation_input_is_refused_and_writes_nothing(bad: Membrane, case: Case, tmp_path: Path):
     _run(case, bad, tmp_path)
 
 
