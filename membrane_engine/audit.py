@@ -1,7 +1,8 @@
 """The audit trail: append-only, hash-chained per record (SPEC 6).
 
-Each entry's hash covers its content (action, actor, timestamp, rationale and the ``details``
-of before/after values), its record id and position, and the previous entry's hash. Each record
+Each entry's hash covers its content (action, actor, timestamp, rationale, the ``details``
+of before/after values and, for an imported entry that has them, its unknown ``extra`` JSON
+fields, SPEC 1), its record id and position, and the previous entry's hash. Each record
 (live in ``records`` or in the ``archive``) keeps its chain head: a seal over the record id, the
 newest entry's position and that entry's hash. Because the head names the position, cutting
 entries off the end and pointing the head at the new last entry is caught too.
@@ -29,6 +30,7 @@ from .schema import AuditAction, AuditEntry, format_time, parse_time, to_epoch
 from .store import archive, audit_entries, insert_tuples, records
 
 GENESIS = "0" * 64
+_ENTRY_FIELDS = frozenset(AuditEntry.model_fields)
 
 
 def _key() -> bytes | None:
@@ -37,9 +39,11 @@ def _key() -> bytes | None:
 
 
 def entry_hash(prev_hash: str, record_id: str, position: int, action: str, actor: str,
-               timestamp: str, rationale: str, details: str | None) -> str:
-    content = json.dumps([prev_hash, record_id, position, action, actor, timestamp, rationale, details],
-                         separators=(",", ":"), ensure_ascii=False).encode()
+               timestamp: str, rationale: str, details: str | None, extra: str | None = None) -> str:
+    fields = [prev_hash, record_id, position, action, actor, timestamp, rationale, details]
+    if extra is not None:  # entries without extra fields hash as they always have
+        fields.append(extra)
+    content = json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
     return _digest(content)
 
 
@@ -77,6 +81,31 @@ def details_text(details: dict[str, Any] | None) -> str | None:
     return json.dumps(details, sort_keys=True, ensure_ascii=False, allow_nan=False) if details else None
 
 
+def extra_of(entry: AuditEntry) -> dict[str, Any] | None:
+    """An entry's unknown extra JSON fields (SPEC 1: kept on import, written back on export),
+    as JSON values; None when it has none."""
+    if not entry.model_extra:
+        return None
+    dumped = entry.model_dump(mode="json")
+    return {k: dumped[k] for k in entry.model_extra}
+
+
+def extra_text(extra: dict[str, Any] | None) -> str | None:
+    """How an entry's extra fields are stored (``audit_entries.extra``) and hashed: JSON in the
+    order given (export writes them back in that order); None when there are none."""
+    return json.dumps(extra, separators=(",", ":"), ensure_ascii=False, allow_nan=False) if extra else None
+
+
+def _with_extra(entry: AuditEntry, text: str | None) -> AuditEntry:
+    """``entry`` carrying the stored extra fields (set directly: any key, even one pydantic
+    would read as an argument, stays a field of the entry)."""
+    if text:
+        extra = json.loads(text)
+        if isinstance(extra, dict) and extra:
+            object.__setattr__(entry, "__pydantic_extra__", {**(entry.__pydantic_extra__ or {}), **extra})
+    return entry
+
+
 def append(conn: Connection, record_id: str, action: AuditAction | str, actor: str, rationale: str,
            when: datetime, details: dict[str, Any] | None = None) -> str:
     """Append one entry to a record's chain; returns the new chain head (store it in
@@ -88,8 +117,9 @@ def append(conn: Connection, record_id: str, action: AuditAction | str, actor: s
 
 def append_batch(conn: Connection, entries: list[dict[str, Any]]) -> dict[str, str]:
     """Append entries (dicts of record_id, action, actor, timestamp (datetime), rationale,
-    details) to existing or new chains, in list order per record, with one lookup of the chain
-    ends per 900 records and one insert. Returns the new chain head of every record touched."""
+    details and optionally extra) to existing or new chains, in list order per record, with one
+    lookup of the chain ends per 900 records and one insert. Returns the new chain head of every
+    record touched."""
     if not entries:
         return {}
     ids = list(dict.fromkeys(e["record_id"] for e in entries))
@@ -112,23 +142,25 @@ def append_batch(conn: Connection, entries: list[dict[str, Any]]) -> dict[str, s
         when = e["timestamp"]
         stamp = format_time(when)
         text_ = details_text(e.get("details"))
-        digest = entry_hash(prev, rid, position, action_value, e["actor"], stamp, e["rationale"], text_)
+        extra = extra_text(e.get("extra"))
+        digest = entry_hash(prev, rid, position, action_value, e["actor"], stamp, e["rationale"], text_, extra)
         rows.append({"record_id": rid, "position": position, "action": action_value, "actor": e["actor"],
                      "timestamp": stamp, "ts": to_epoch(when), "rationale": e["rationale"], "details": text_,
-                     "prev_hash": prev, "hash": digest})
+                     "extra": extra, "prev_hash": prev, "hash": digest})
         last[rid] = (position, digest)
     conn.execute(audit_entries.insert(), rows)
     return {rid: head_seal(rid, *last[rid]) for rid in ids}
 
 
 _ENTRY_COLUMNS = ("record_id", "position", "action", "actor", "timestamp", "ts", "rationale", "details",
-                  "prev_hash", "hash")
+                  "extra", "prev_hash", "hash")
 
 
 def append_many(conn: Connection, rows: list[dict[str, Any]]) -> dict[str, str]:
     """Bulk append for imports of new records: ``rows`` of (record_id, action, actor,
-    timestamp, rationale, and optionally ``ts``, the timestamp's epoch seconds) in chain order
-    per record, for records with no entries yet. Returns each record's chain head."""
+    timestamp, rationale, and optionally ``ts``, the timestamp's epoch seconds, and ``extra``,
+    the entry's unknown extra fields) in chain order per record, for records with no entries
+    yet. Returns each record's chain head."""
     heads: dict[str, str] = {}
     positions: dict[str, int] = {}
     out = []
@@ -140,8 +172,9 @@ def append_many(conn: Connection, rows: list[dict[str, Any]]) -> dict[str, str]:
         ts = row.get("ts")
         if ts is None:
             ts = to_epoch(parse_time(stamp))
-        digest = entry_hash(prev, rid, position, row["action"], row["actor"], stamp, row["rationale"], None)
-        out.append((rid, position, row["action"], row["actor"], stamp, ts, row["rationale"], None, prev, digest))
+        extra = extra_text(row.get("extra"))
+        digest = entry_hash(prev, rid, position, row["action"], row["actor"], stamp, row["rationale"], None, extra)
+        out.append((rid, position, row["action"], row["actor"], stamp, ts, row["rationale"], None, extra, prev, digest))
         heads[rid] = digest
         positions[rid] = position + 1
     if out:
@@ -151,6 +184,7 @@ def append_many(conn: Connection, rows: list[dict[str, Any]]) -> dict[str, str]:
 
 def _row_to_audit(r) -> AuditRow:
     entry = AuditEntry(action=r.action, actor=r.actor, timestamp=parse_time(r.timestamp), rationale=r.rationale)
+    entry = _with_extra(entry, r.extra)
     return AuditRow(r.seq, r.record_id, r.position, entry, json.loads(r.details) if r.details else None)
 
 
@@ -164,12 +198,13 @@ def logs_of(conn: Connection, record_ids: list[str]) -> dict[str, list[AuditEntr
     for start in range(0, len(record_ids), 900):
         chunk = record_ids[start:start + 900]
         q = (select(audit_entries.c.record_id, audit_entries.c.action, audit_entries.c.actor,
-                    audit_entries.c.timestamp, audit_entries.c.rationale)
+                    audit_entries.c.timestamp, audit_entries.c.rationale, audit_entries.c.extra)
              .where(audit_entries.c.record_id.in_(chunk))
              .order_by(audit_entries.c.record_id, audit_entries.c.position))
         for r in conn.execute(q):
-            out[r.record_id].append(AuditEntry.model_construct(
-                action=AuditAction(r.action), actor=r.actor, timestamp=parse_time(r.timestamp), rationale=r.rationale))
+            out[r.record_id].append(_with_extra(AuditEntry.model_construct(
+                action=AuditAction(r.action), actor=r.actor, timestamp=parse_time(r.timestamp), rationale=r.rationale),
+                r.extra))
     return out
 
 
@@ -236,7 +271,8 @@ def verify(conn: Connection) -> list[Problem]:
         heads[rid] = head
         archived_docs[rid] = doc
     problems: list[Problem] = []
-    chains: dict[str, list[tuple[str, str, str, str]]] = {}  # archived ids -> (action, actor, timestamp, rationale)
+    # archived ids -> (action, actor, timestamp, rationale, extra fields)
+    chains: dict[str, list[tuple[str, str, str, str, dict[str, Any]]]] = {}
 
     state: dict[str, Any] = {"id": None}
     with_entries: set[str] = set()
@@ -292,7 +328,8 @@ def verify(conn: Connection) -> list[Problem]:
             else:
                 problems.append(Problem(rid, r.position, f"hash is {scheme}: set MEMBRANE_AUDIT_KEY to verify it"))
         elif scheme == expected_scheme:
-            digest = entry_hash(r.prev_hash, rid, r.position, r.action, r.actor, r.timestamp, r.rationale, r.details)
+            digest = entry_hash(r.prev_hash, rid, r.position, r.action, r.actor, r.timestamp, r.rationale, r.details,
+                                r.extra)
             if digest != r.hash:
                 problems.append(Problem(rid, r.position, "content does not match its hash (edited or moved)"))
         try:
@@ -302,7 +339,11 @@ def verify(conn: Connection) -> list[Problem]:
         if not ts_ok:
             problems.append(Problem(rid, r.position, "time index (ts) does not match the entry's timestamp (edited)"))
         if rid in chains:
-            chains[rid].append((r.action, r.actor, r.timestamp, r.rationale))
+            try:
+                extra = json.loads(r.extra) if r.extra else {}
+            except ValueError:
+                extra = None  # unreadable: the hash check above reports the edit
+            chains[rid].append((r.action, r.actor, r.timestamp, r.rationale, extra))
         state["prev"] = r.hash
         state["last_position"] = r.position
         state["last_seq"] = r.seq
@@ -320,11 +361,12 @@ def verify(conn: Connection) -> list[Problem]:
     for rid, doc_text in archived_docs.items():
         try:
             logged = json.loads(doc_text).get("audit_log") or []
-            copy = [(e["action"], e["actor"], format_time(parse_time(e["timestamp"])), e["rationale"]) for e in logged]
+            copy = [(e["action"], e["actor"], format_time(parse_time(e["timestamp"])), e["rationale"],
+                     {k: v for k, v in e.items() if k not in _ENTRY_FIELDS}) for e in logged]
         except (ValueError, TypeError, KeyError, AttributeError):
             problems.append(Problem(rid, None, "archived record's JSON is unreadable"))
             continue
-        chain = [(a, b, format_time(parse_time(c)), d) for a, b, c, d in chains.get(rid, [])]
+        chain = [(a, b, format_time(parse_time(c)), d, x) for a, b, c, d, x in chains.get(rid, [])]
         if copy != chain:  # the copy ends with the entry that archived the record, as the chain does
             problems.append(Problem(rid, None, "archived copy of the audit log differs from the chain"))
     problems.sort(key=lambda p: (p.record_id, -1 if p.position is None else p.position))

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from .errors import AlreadyExistsError, ValidationError
+from .audit import extra_of
 from .salience import anchor_of
 from .schema import MAX_RECORD_BYTES, MemoryRecord, format_time, to_epoch, validate_record
 from .store import Store, record_row
@@ -154,7 +155,7 @@ def prepare_import(items: list[Any], store: Store, conn: Connection, now: dateti
             for e in r.audit_log:
                 audit_append({"record_id": r.id, "action": e.action.value, "actor": e.actor,
                               "timestamp": format_time(e.timestamp), "ts": to_epoch(e.timestamp),
-                              "rationale": e.rationale})
+                              "rationale": e.rationale, "extra": extra_of(e)})
         else:
             audit_append({"record_id": r.id, "action": "create", "actor": actor, "timestamp": stamp_now,
                           "ts": ts_now, "rationale": "imported without an audit log"})

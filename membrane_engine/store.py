@@ -42,6 +42,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    inspect,
     select,
     text,
 )
@@ -116,6 +117,7 @@ audit_entries = Table(
     Column("ts", Float, nullable=False),
     Column("rationale", Text, nullable=False),
     Column("details", Text, nullable=True),
+    Column("extra", Text, nullable=True),  # an imported entry's unknown extra JSON fields (SPEC 1)
     Column("prev_hash", String(128), nullable=False),
     Column("hash", String(128), nullable=False),
     UniqueConstraint("record_id", "position", name="uq_audit_record_position"),
@@ -324,6 +326,14 @@ class StoredRow:
     audit_head: str | None
 
 
+def _add_audit_extra(conn: Connection) -> None:
+    """``audit_entries.extra`` came after the first stores of schema version 1 were made
+    (development stores: none has shipped). Such a store gets the nullable column on open;
+    its entries have no extras, so their hashes are unchanged."""
+    if "extra" not in {c["name"] for c in inspect(conn).get_columns("audit_entries")}:
+        conn.exec_driver_sql("ALTER TABLE audit_entries ADD COLUMN extra TEXT")
+
+
 class Store:
     """Owns the SQLAlchemy engine; every transaction goes through ``read()`` or ``write()``."""
 
@@ -386,6 +396,7 @@ class Store:
                     raise StoreUnavailableError(
                         f"store {self.display_url} has schema version {version}; this engine knows {SCHEMA_VERSION}"
                     )
+                _add_audit_extra(conn)
         self._file = self._file_path  # from now on, the file must stay where it is
         return not existed
 

@@ -133,8 +133,6 @@ def test_curation_with_hostile_actor_and_rationale(membrane: Membrane):
     assert membrane.get(new["id"]).payload.object == BY_ID[semantic]["payload"]["object"]
 
 
-@pytest.mark.xfail(strict=True, reason="audit entries drop unknown extra fields on import (SPEC 1: extra fields are "
-                                       "kept and written back); audit.append_many/logs_of carry no extras")
 def test_audit_entry_extra_fields_round_trip(membrane: Membrane, tmp_path: Path):
     record = hs.copy_records([RECORDS[0]])[0]
     record["id"] = "with-audit-extra"
