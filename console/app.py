@@ -19,7 +19,7 @@ st.set_page_config(page_title="Membrane Console", page_icon=":material/memory:",
 
 PAGES = Path(__file__).resolve().parent / "app_pages"
 pages = [
-    st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", url_path="overview", default=True),
+    st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", url_path="overview"),
     st.Page(PAGES / "simulator.py", title="Trust simulator", icon=":material/visibility:", url_path="simulator"),
     st.Page(PAGES / "what_if.py", title="What-if", icon=":material/compare_arrows:", url_path="what-if"),
     st.Page(PAGES / "records.py", title="Record explorer", icon=":material/search:", url_path="records"),
@@ -29,8 +29,17 @@ pages = [
     st.Page(PAGES / "curate.py", title="Curate", icon=":material/edit_note:", url_path="curate"),
     st.Page(PAGES / "import_export.py", title="Import / export", icon=":material/swap_vert:", url_path="import-export"),
 ]
+
+
+def _home() -> None:
+    # Streamlit serves the default page at "/" whatever its url_path; a hidden default that
+    # hands over to Overview keeps /overview a real, linkable address (and "/" still works).
+    st.switch_page(pages[0])
+
+
+home = st.Page(_home, title="Home", url_path="home", default=True, visibility="hidden")
 navigation = st.navigation(
-    {"See": pages[:4], "Understand": pages[4:7], "Change": pages[7:]},
+    {"": [home], "See": pages[:4], "Understand": pages[4:7], "Change": pages[7:]},
 )
 
 with st.sidebar:

@@ -76,7 +76,7 @@ row3[2].metric("Plan reuse", f"{metrics['plan_reuse_frequency']:.1f}", help="pla
 row3[3].metric("Unknown sensitivity", f"{breakdown['unknown_sensitivity']:,}", help="Records whose sensitivity is not a known level (always hidden)")
 
 if not metrics["total_records"]:
-    st.info("The store is empty. Import records on the Import / export page.", icon="📭")
+    st.info("The store is empty. Import records on the Import / export page.", icon=":material/inbox:")
     st.stop()
 
 left, right = st.columns(2)

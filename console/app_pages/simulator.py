@@ -49,7 +49,7 @@ if f"{K}_seeded" not in st.session_state or f"{K}_limit" not in st.session_state
     st.session_state[f"{K}_as_of_default"] = defaults.get("as_of")
 
 for problem in st.session_state.get(f"{K}_url_problems", []):
-    st.warning(f"Link parameter ignored: {md(problem, 300)}", icon="⚠️")
+    st.warning(f"Link parameter ignored: {md(problem, 300)}", icon=":material/warning:")
 
 # ---------------------------------------------------------------------------- the form
 

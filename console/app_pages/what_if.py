@@ -98,7 +98,7 @@ with right:
         st.text("(no record changes verdict)")
 
 if not diff.changed:
-    st.success("Both contexts see exactly the same records with the same verdicts.", icon="✅")
+    st.success("Both contexts see exactly the same records with the same verdicts.", icon=":material/check_circle:")
     st.stop()
 
 st.subheader("Records whose verdict changes")

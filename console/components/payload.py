@@ -289,7 +289,7 @@ def render_payload(record: MemoryRecord) -> None:
     """The record's payload, drawn for its type. A redacted view says so and draws nothing."""
     payload = record.payload
     if record.redacted or payload is None:
-        st.info("Redacted: the payload is withheld (metadata only).", icon="🔒")
+        st.info("Redacted: the payload is withheld (metadata only).", icon=":material/lock:")
         return
     renderer = RENDERERS.get(payload.kind)
     if renderer is None:

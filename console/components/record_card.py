@@ -12,7 +12,6 @@ from membrane_engine.retrieval import Explanation
 from .safe import clean, md
 
 VERDICT_COLORS = {"full": "green", "redacted": "orange", "hidden": "gray"}
-VERDICT_ICONS = {"full": "🟢", "redacted": "🟠", "hidden": "⚫"}
 
 
 def verdict_badge(verdict: str) -> None:

@@ -140,5 +140,5 @@ def trust_context_form(key: str, scopes_available: list[str], defaults: dict | N
     actor_id = col1.text_input("Actor id", key=f"{key}_actor_id")
     authenticated = col2.checkbox("Authenticated", key=f"{key}_authenticated")
     if not scopes:
-        st.warning("No scopes selected: this context sees every scope.", icon="⚠️")
+        st.warning("No scopes selected: this context sees every scope.", icon=":material/warning:")
     return TrustContext(max_sensitivity=max_sensitivity, authenticated=authenticated, actor_id=actor_id, scopes=scopes)
