@@ -208,11 +208,10 @@ def logs_of(conn: Connection, record_ids: list[str]) -> dict[str, list[AuditEntr
     return out
 
 
-def query(conn: Connection, actor: str | None = None, action: str | None = None, record_id: str | None = None,
-          since: datetime | None = None, until: datetime | None = None, limit: int = 1000, offset: int = 0
-          ) -> tuple[int, list[AuditRow]]:
-    """Entries across the store, newest first, filtered in SQL; returns (total matching, page)."""
-    conditions = []
+def filter_conditions(actor: str | None = None, action: str | None = None, record_id: str | None = None,
+                      since: datetime | None = None, until: datetime | None = None) -> list[Any]:
+    """SQL conditions of the audit filters: exact actor / action / record id, inclusive time bounds."""
+    conditions: list[Any] = []
     if actor:
         conditions.append(audit_entries.c.actor == actor)
     if action:
@@ -223,6 +222,14 @@ def query(conn: Connection, actor: str | None = None, action: str | None = None,
         conditions.append(audit_entries.c.ts >= to_epoch(since))
     if until is not None:
         conditions.append(audit_entries.c.ts <= to_epoch(until))
+    return conditions
+
+
+def query(conn: Connection, actor: str | None = None, action: str | None = None, record_id: str | None = None,
+          since: datetime | None = None, until: datetime | None = None, limit: int = 1000, offset: int = 0
+          ) -> tuple[int, list[AuditRow]]:
+    """Entries across the store, newest first, filtered in SQL; returns (total matching, page)."""
+    conditions = filter_conditions(actor, action, record_id, since, until)
     total = conn.execute(select(func.count()).select_from(audit_entries).where(*conditions)).scalar()
     q = (select(audit_entries).where(*conditions)
          .order_by(audit_entries.c.ts.desc(), audit_entries.c.seq.desc()).limit(limit).offset(offset))

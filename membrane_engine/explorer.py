@@ -20,7 +20,7 @@ from .columns import TYPE_CODES
 from .errors import ValidationError
 from .salience import salience_at, take
 from .schema import MemoryRecord, RevisionStatus, Sensitivity, as_utc, to_epoch
-from .store import records
+from .store import like_contains, records, tag_json
 
 SORTS = ("salience", "newest", "oldest", "id")
 NO_STATUS = "none"  # revision status filter value for records without one (non-semantic)
@@ -44,10 +44,6 @@ class Filters:
 
     def needs_sql(self) -> bool:
         return bool(self.tags or self.statuses or self.text.strip())
-
-
-def _like_escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _check(filters: Filters, sort: str, offset: int, limit: int) -> None:
@@ -74,7 +70,7 @@ def _check(filters: Filters, sort: str, offset: int, limit: int) -> None:
 def _sql_ids(membrane: Any, filters: Filters) -> set[str]:
     conditions = []
     for tag in filters.tags:
-        conditions.append(records.c.tags.like(f"%{_like_escape(json.dumps(tag, ensure_ascii=False))}%", escape="\\"))
+        conditions.append(records.c.tags.like(like_contains(tag_json(tag)), escape="\\"))
     if filters.statuses:
         named = [s for s in filters.statuses if s != NO_STATUS]
         either = [records.c.status.in_(named)] if named else []
@@ -83,7 +79,7 @@ def _sql_ids(membrane: Any, filters: Filters) -> set[str]:
         conditions.append(or_(*either))
     text = filters.text.strip()
     if text:
-        pattern = f"%{_like_escape(text)}%"
+        pattern = like_contains(text)
         conditions.append(or_(records.c.id.ilike(pattern, escape="\\"), records.c.tags.ilike(pattern, escape="\\"),
                               records.c.doc.ilike(pattern, escape="\\")))
     # Narrow by the indexed columns too, so the LIKE scans only candidate rows.
@@ -171,7 +167,7 @@ def referencing(membrane: Any, record_id: str, limit: int = 200) -> list[str]:
     with LIKE on the stored JSON, then confirmed on the matching documents' relations."""
     needle = '"target_id":' + json.dumps(record_id, ensure_ascii=False)
     q = (select(records.c.id, records.c.doc)
-         .where(records.c.doc.like(f"%{_like_escape(needle)}%", escape="\\"))
+         .where(records.c.doc.like(like_contains(needle), escape="\\"))
          .order_by(records.c.id))
     out = []
     with membrane.store.read() as conn:

@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import Integer, cast, func, or_, select
 
+from .audit import filter_conditions
 from .columns import TYPE_CODES
-from .schema import AuditAction, sensitivity_level, to_epoch
-from .store import audit_entries, records
+from .schema import sensitivity_level
+from .store import audit_entries, like_contains, records, tag_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from .membrane import Membrane
@@ -33,11 +34,6 @@ class Found:
     tags: tuple[str, ...]
 
 
-def _like(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
 def search_records(membrane: "Membrane", text: str, limit: int = 200) -> list[Found]:
     """Live records whose id or one of whose tags contains ``text`` (case-insensitive for
     ASCII), ordered by id. An empty ``text`` lists the first ``limit`` ids."""
@@ -46,9 +42,9 @@ def search_records(membrane: "Membrane", text: str, limit: int = 200) -> list[Fo
     if text:
         # Tags are stored as a JSON array written with ASCII escapes; encode the needle the same
         # way so non-ASCII and quote characters match what is stored.
-        needle = json.dumps(text)[1:-1]
-        q = q.where(or_(records.c.id.ilike(_like(text), escape="\\"),
-                        records.c.tags.ilike(_like(needle), escape="\\")))
+        needle = tag_json(text)[1:-1]
+        q = q.where(or_(records.c.id.ilike(like_contains(text), escape="\\"),
+                        records.c.tags.ilike(like_contains(needle), escape="\\")))
     q = q.order_by(records.c.id).limit(max(0, int(limit)))
     with membrane.store.read() as conn:
         rows = conn.execute(q).all()
@@ -82,23 +78,6 @@ def filter_ids(membrane: "Membrane", types: list[str] | None = None, scopes: lis
 # --------------------------------------------------------------------------- audit
 
 
-def _audit_conditions(actor: str | None, action: str | None, record_id: str | None,
-                      since: datetime | None, until: datetime | None) -> list[Any]:
-    """The same filters as ``audit.query`` (exact actor / action / record id, inclusive bounds)."""
-    conditions = []
-    if actor:
-        conditions.append(audit_entries.c.actor == actor)
-    if action:
-        conditions.append(audit_entries.c.action == AuditAction(action).value)
-    if record_id:
-        conditions.append(audit_entries.c.record_id == record_id)
-    if since is not None:
-        conditions.append(audit_entries.c.ts >= to_epoch(since))
-    if until is not None:
-        conditions.append(audit_entries.c.ts <= to_epoch(until))
-    return conditions
-
-
 def audit_actors(membrane: "Membrane", limit: int = 500) -> list[str]:
     """Distinct actors in the audit log, most frequent first (at most ``limit``)."""
     q = (select(audit_entries.c.actor, func.count().label("n")).group_by(audit_entries.c.actor)
@@ -126,7 +105,7 @@ def audit_activity(membrane: "Membrane", bucket_seconds: float = 86400.0, actor:
     # SQLite may lack floor(); timestamps are positive, so truncation is the floor there.
     bucket = cast(scaled, Integer) if membrane.store.is_sqlite else func.floor(scaled)
     q = (select(bucket.label("b"), audit_entries.c.action, func.count().label("n"))
-         .where(*_audit_conditions(actor, action, record_id, since, until))
+         .where(*filter_conditions(actor, action, record_id, since, until))
          .group_by(bucket, audit_entries.c.action).order_by(bucket, audit_entries.c.action))
     with membrane.store.read() as conn:
         return [(float(r.b) * bucket_seconds, r.action, int(r.n)) for r in conn.execute(q)]

@@ -47,7 +47,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
 
 from .errors import StoreUnavailableError, ValidationError
 from .salience import CURVE_CODES
@@ -153,7 +153,7 @@ meta = Table(
 SCALAR_COLUMNS = (
     "id", "type", "sens_level", "scope", "confidence", "created_at", "anchor_salience",
     "anchor_at", "curve", "half_life", "min_salience", "max_age", "decay_points", "pinned",
-    "deletion_policy", "last_reinforced_at", "success_signal",
+    "deletion_policy", "last_reinforced_at", "success_signal", "runs",
 )
 
 
@@ -265,6 +265,23 @@ def _doc_text(record: MemoryRecord, anchor_salience: float, anchor_at: float, va
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
+def tags_json(tags: list[str]) -> str:
+    """How the ``tags`` column stores a record's tags (ASCII-escaped JSON); searches for one tag
+    must encode it the same way (``tag_json``)."""
+    return json.dumps(list(tags))
+
+
+def tag_json(tag: str) -> str:
+    """One tag as it appears inside the ``tags`` column, quotes included."""
+    return json.dumps(tag)
+
+
+def like_contains(text: str) -> str:
+    """A LIKE pattern (escape character backslash) for values that contain ``text`` literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
 def record_row(record: MemoryRecord, anchor_salience: float, anchor_at: float, audit_head: str | None,
                *, validated: bool = False) -> dict[str, Any]:
     """The row of a record, with the anchor written into its lifecycle as well (the doc is
@@ -298,7 +315,7 @@ def record_row(record: MemoryRecord, anchor_salience: float, anchor_at: float, a
         "success_signal": success_signal(record),
         "runs": _runs(record),
         "status": status,
-        "tags": json.dumps(record.tags),
+        "tags": tags_json(record.tags),
         "doc": _doc_text(record, anchor_salience, anchor_at, validated),
         "audit_head": audit_head,
     }

@@ -1,0 +1,40 @@
+"""Store-wide lookups the console uses: one encoding for tag searches, one audit filter."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from engine_kit import T0, rec as make_record
+
+from membrane_engine import audit as audit_module
+from membrane_engine.explorer import Filters, search
+from membrane_engine.lookups import audit_activity, search_records
+
+
+def test_tag_filters_match_non_ascii_tags(membrane):
+    membrane.import_records([
+        make_record("r-cafe", tags=["café", "naïve \"quoted\""]),
+        make_record("r-plain", tags=["cafe"]),
+    ])
+    total, found = search(membrane, Filters(tags=["café"]), as_of=T0)
+    assert (total, [r.id for r in found]) == (1, ["r-cafe"])
+    total, found = search(membrane, Filters(tags=['naïve "quoted"']), as_of=T0)
+    assert (total, [r.id for r in found]) == (1, ["r-cafe"])
+    assert [f.id for f in search_records(membrane, "café")] == ["r-cafe"]
+
+
+def test_like_wildcards_in_a_search_are_literal(membrane):
+    membrane.import_records([make_record("a_b", tags=["50%"]), make_record("axb", tags=["500"])])
+    assert [f.id for f in search_records(membrane, "a_b")] == ["a_b"]
+    total, found = search(membrane, Filters(tags=["50%"]), as_of=T0)
+    assert [r.id for r in found] == ["a_b"]
+
+
+def test_audit_activity_counts_what_the_audit_query_lists(membrane):
+    membrane.import_records([make_record("r1"), make_record("r2")])
+    since = T0 - timedelta(days=3650)
+    for actor in (None, "nobody"):
+        total, rows = membrane.audit_query(actor=actor, since=since, limit=1000)
+        buckets = audit_activity(membrane, actor=actor, since=since)
+        assert sum(n for _, _, n in buckets) == total == len(rows)
+    assert audit_module.filter_conditions() == []
