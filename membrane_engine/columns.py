@@ -42,7 +42,7 @@ _DTYPES: dict[str, type | str] = {
     "ids": object, "alive": bool, "type_code": np.int8, "sens_level": np.int8, "scope_code": np.int32,
     "confidence": float, "created_at": float, "anchor_salience": float, "anchor_at": float,
     "curve": np.int8, "half_life": float, "min_salience": float, "max_age": float, "pinned": bool,
-    "policy": np.int8, "last_reinforced_at": float, "success_signal": float,
+    "policy": np.int8, "last_reinforced_at": float, "success_signal": float, "runs": float,
 }
 _COL = {name: k for k, name in enumerate(SCALAR_COLUMNS)}
 
@@ -97,6 +97,9 @@ class Snapshot:
     last_reinforced_at: np.ndarray
     success_signal: np.ndarray
     row_of: Mapping  # RowIndex: id -> row
+    # Runs behind the success signal (competence: successes + failures; plan: executions); NaN
+    # when the record has no performance / metrics object (SPEC 7 metrics).
+    runs: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(np.count_nonzero(self.alive))
@@ -131,8 +134,15 @@ class _Columns:
             scope_code=v["scope_code"], scope_names=self.scope_names, confidence=v["confidence"],
             created_at=v["created_at"], decay=decay, policy=v["policy"],
             last_reinforced_at=v["last_reinforced_at"], success_signal=v["success_signal"],
-            row_of=RowIndex(self.row_of, n),
+            row_of=RowIndex(self.row_of, n), runs=v["runs"],
         )
+
+
+def _floats(col: np.ndarray) -> np.ndarray:
+    try:
+        return col.astype(float)
+    except TypeError:  # None (unset) -> NaN
+        return np.array(col.tolist(), dtype=float)
 
 
 def _decode(rows: list[tuple], scope_index: dict[str, int], scope_names: list[str]) -> dict[str, np.ndarray]:
@@ -140,28 +150,30 @@ def _decode(rows: list[tuple], scope_index: dict[str, int], scope_names: list[st
     n = len(rows)
     if n == 0:
         return {name: np.empty(0, dtype=dtype) for name, dtype in _DTYPES.items()}
-    c = list(zip(*rows))
+    table = np.empty((n, len(SCALAR_COLUMNS)), dtype=object)  # one C-level pass over the tuples
+    table[:] = rows
 
-    def col(name: str) -> tuple:
-        return c[_COL[name]]
+    def col(name: str) -> np.ndarray:
+        return table[:, _COL[name]]
 
-    for s in set(col("scope")):
+    scopes = col("scope").tolist()
+    for s in set(scopes):
         if s not in scope_index:
             scope_index[s] = len(scope_names)
             scope_names.append(s)
     out = {
-        "ids": np.array(col("id"), dtype=object),
+        "ids": col("id").copy(),
         "alive": np.ones(n, dtype=bool),
-        "type_code": np.array([TYPE_CODES[t] for t in col("type")], dtype=np.int8),
-        "sens_level": np.array(col("sens_level"), dtype=np.int8),
-        "scope_code": np.array([scope_index[s] for s in col("scope")], dtype=np.int32),
-        "curve": np.array(col("curve"), dtype=np.int8),
-        "pinned": np.array(col("pinned"), dtype=bool),
-        "policy": np.array([POLICY_CODES[p] for p in col("deletion_policy")], dtype=np.int8),
+        "type_code": np.array([TYPE_CODES[t] for t in col("type").tolist()], dtype=np.int8),
+        "sens_level": col("sens_level").astype(np.int8),
+        "scope_code": np.array([scope_index[s] for s in scopes], dtype=np.int32),
+        "curve": col("curve").astype(np.int8),
+        "pinned": col("pinned").astype(bool),
+        "policy": np.array([POLICY_CODES[p] for p in col("deletion_policy").tolist()], dtype=np.int8),
     }
     for name in ("confidence", "created_at", "anchor_salience", "anchor_at", "half_life", "min_salience",
-                 "max_age", "last_reinforced_at", "success_signal"):
-        out[name] = np.array(col(name), dtype=float)  # None (unset last_reinforced_at) -> NaN
+                 "max_age", "last_reinforced_at", "success_signal", "runs"):
+        out[name] = _floats(col(name))
     return out
 
 

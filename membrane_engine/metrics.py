@@ -35,11 +35,19 @@ def compute_metrics(store: Store, snap: Snapshot, as_of: datetime) -> dict[str, 
     with store.read() as conn:
         action_counts = dict(conn.execute(
             select(audit_entries.c.action, func.count()).group_by(audit_entries.c.action)).all())
-        competence = conn.execute(
-            select(func.avg(records.c.success_signal))
-            .where(records.c.type == "competence", records.c.runs > 0)).scalar()
-        plans = conn.execute(
-            select(func.avg(records.c.runs)).where(records.c.type == "plan_graph", records.c.runs.is_not(None))).scalar()
+        if snap.runs is None:
+            competence = conn.execute(
+                select(func.avg(records.c.success_signal))
+                .where(records.c.type == "competence", records.c.runs > 0)).scalar()
+            plans = conn.execute(
+                select(func.avg(records.c.runs)).where(records.c.type == "plan_graph", records.c.runs.is_not(None))).scalar()
+    if snap.runs is not None:  # the same averages over the column cache (no read of the records)
+        runs = snap.runs[rows]
+        with np.errstate(invalid="ignore"):
+            comp = (type_codes == TYPE_CODES["competence"]) & (runs > 0)
+            plan = (type_codes == TYPE_CODES["plan_graph"]) & ~np.isnan(runs)
+        competence = float(snap.success_signal[rows][comp].mean()) if comp.any() else None
+        plans = float(runs[plan].mean()) if plan.any() else None
     audit_total = int(sum(action_counts.values()))
 
     def share(*actions: str) -> float:
