@@ -87,8 +87,7 @@ def test_pages_render_hostile_content_inert(visit, hostile, hostile_records):
         query = {"id": ids}
     elif query == FIRST_ID:
         query = {"id": ids[0]}
-    # The overview is the default page, served at "/" (its /overview link is checked by test_pages).
-    con = hostile.open("" if path == "overview" else path, query)
+    con = hostile.open(path, query)
     con.screenshot(f"hostile-{path}-{VISITS.index(visit)}")
     assert_inert(con, f"/{path} {query}")
     assert con.page.evaluate("window.__alerts") == 0

@@ -10,10 +10,14 @@ from .harness import PAGES
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.parametrize("path", list(PAGES))
+# every page at its own address, and the console's root (which hands over to the Overview)
+PATHS = list(PAGES) + [pytest.param("", id="root")]
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_page_loads_without_an_exception(console, path):
     con = console.open(path)
-    shot = con.screenshot(f"sample-{path}")
+    shot = con.screenshot(f"sample-{path or 'root'}")
     con.assert_healthy()
     assert not any(f.msg is not None and f.msg.WhichOneof("type") == "page_not_found" for f in con.frames), \
         f"/{path} is not a page of the console"
