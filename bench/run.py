@@ -178,6 +178,18 @@ def _timed(fn, repeat: int, warmup: int = 1) -> tuple[Samples, Any]:
     return samples, out
 
 
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process: VmHWM (per address space, so a worker started by
+    exec does not inherit its parent's peak, as ru_maxrss does on Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def bench_trust():
     from bench.generate import BENCH_SCOPES
     from membrane_engine import TrustContext
@@ -245,7 +257,7 @@ def engine_worker(url: str, repeat: int, seed: int) -> dict[str, Any]:
     samples, pruned = _timed(lambda: m.prune("bench", "benchmark: preview", dry_run=True), few)
     out["prune_preview"] = _stats(samples)
     out["prune_candidates"] = len(pruned)
-    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    out["peak_rss_mb"] = peak_rss_mb()
     m.close()
     return out
 
@@ -262,7 +274,7 @@ def naive_worker(url: str, repeat: int) -> dict[str, Any]:
     fast = m.retrieve(req)
     problems = same_response(fast, ref)
     out = {"naive": _stats(samples), "agrees": not problems, "problems": problems[:5],
-           "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+           "peak_rss_mb": peak_rss_mb()}
     m.close()
     return out
 
