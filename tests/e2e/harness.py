@@ -396,6 +396,7 @@ class Console:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         path = SCREENSHOTS / f"{name}.png"
         size = self.page.viewport_size
+        self.page.mouse.move(1, 1)  # no hover effects (chart toolbars, tooltips) in the picture
         height = self.page.evaluate("() => { const m = document.querySelector('[data-testid=stMain]');"
                                     " return m ? m.scrollHeight : document.body.scrollHeight; }")
         if height > size["height"]:
