@@ -15,7 +15,10 @@ if str(ROOT) not in sys.path:
 from console import state  # noqa: E402
 from console.components.guard import engine_call  # noqa: E402
 
-st.set_page_config(page_title="Membrane Console", page_icon=":material/memory:", layout="wide")
+# A bundled icon: a Material icon as favicon would be fetched from a font CDN, which an
+# offline operator's browser cannot reach.
+ICON = Path(__file__).resolve().parent / "assets" / "icon.png"
+st.set_page_config(page_title="Membrane Console", page_icon=str(ICON), layout="wide")
 
 PAGES = Path(__file__).resolve().parent / "app_pages"
 pages = [
