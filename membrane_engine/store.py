@@ -549,9 +549,17 @@ class Store:
     @contextmanager
     def bulk(self, conn: Connection, rows: int) -> Iterator[None]:
         """Settings for a large write inside ``conn``'s transaction: on SQLite a page cache big
-        enough that index inserts stop re-reading pages (restored afterwards). No-op elsewhere."""
-        if not self.is_sqlite or rows < BULK_ROWS:
+        enough that index inserts stop re-reading pages (restored afterwards); on PostgreSQL
+        fresh planner statistics once the rows are in (before autovacuum gets to it, a table
+        that grew by a bulk COPY is planned as if it were small: seq scans where the audit
+        log's index should be used)."""
+        if rows < BULK_ROWS:
             yield
+            return
+        if not self.is_sqlite:
+            yield
+            for table in ("records", "audit_entries", "changes"):
+                conn.exec_driver_sql(f"ANALYZE {table}")
             return
         before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
         conn.exec_driver_sql(f"PRAGMA cache_size = {BULK_CACHE_KIB}")
