@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console import state
-from console.components.audit_table import filtered_csv, frame
+from console.components.audit_table import filtered_csv, frame, shown
 from console.components.chart_safety import PALETTE, plot_text, tidy
 from console.components.record_picker import ids_from_url
 from console.components.safe import clean, md
@@ -62,7 +62,8 @@ with v2:
             st.error(f"{len(problems)} problem(s) found in the audit chains "
                      f"(checked {when:%Y-%m-%d %H:%M:%S} UTC).", icon=":material/report:")
 if verification is not None and verification[1]:
-    st.dataframe(pd.DataFrame([{"record_id": p.record_id, "position": p.position, "problem": p.problem}
+    st.dataframe(pd.DataFrame([{"record_id": clean(p.record_id, 200), "position": p.position,
+                                "problem": clean(p.problem, 1000)}
                                for p in verification[1]]), hide_index=True, key="audit_problems")
 
 # ----------------------------------------------------------------------------- filters
@@ -102,7 +103,7 @@ with p3:
     st.metric("Matching entries", f"{total:,}", help="; ".join(active) if active else "no filter")
 
 table = frame(rows)
-st.dataframe(table, hide_index=True, key="audit_table", column_config={
+st.dataframe(shown(table), hide_index=True, key="audit_table", column_config={
     "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss", width="medium"),
     "rationale": st.column_config.TextColumn(width="large"),
 })
@@ -172,5 +173,5 @@ else:
             fig.update_xaxes(range=[first - pd.Timedelta(hours=12), last_at + pd.Timedelta(hours=12)])
         st.caption(f"{len(hist)} entr{'y' if len(hist) == 1 else 'ies'} of this record, oldest first in the table.")
         st.plotly_chart(tidy(fig, height=300), key="audit_timeline")
-        st.dataframe(hist.sort_values("position"), hide_index=True, key="audit_timeline_table", column_config={
+        st.dataframe(shown(hist.sort_values("position")), hide_index=True, key="audit_timeline_table", column_config={
             "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss")})

@@ -51,6 +51,12 @@ st.title("Curate")
 st.caption("Every change is previewed by the engine first (nothing is written until you apply), names you as "
            "the actor, carries your rationale into the audit log, and runs as one transaction per operation.")
 
+
+def problem_frame(problems: list[tuple[str, str]]) -> pd.DataFrame:
+    """The engine's (field, message) pairs as an inert table (messages can quote record text)."""
+    return pd.DataFrame([(clean(f, 200), clean(msg, 500)) for f, msg in problems], columns=["field", "message"])
+
+
 # ----------------------------------------------------------------------------- who, what, on what
 
 if "curate_operator" not in st.session_state:
@@ -75,7 +81,7 @@ if last:
     for ok, line, problems in last:
         (st.success if ok else st.error)(md(line, 1500))
         if problems:
-            st.dataframe(pd.DataFrame(problems, columns=["field", "message"]), hide_index=True)
+            st.dataframe(problem_frame(problems), hide_index=True)
 
 if targets == "archive":
     archived = m.archived_ids()
@@ -92,9 +98,10 @@ else:
                 r = m.get(rid)
             except NotFoundError:
                 continue
-            current.append({"id": rid, "type": r.type.value, "salience": r.salience, "status": status_of(r),
-                            "pinned": r.lifecycle.pinned, "policy": r.lifecycle.deletion_policy.value,
-                            "sensitivity": r.sensitivity.value, "scope": r.scope, "tags": ", ".join(r.tags)})
+            current.append({"id": clean(rid, 200), "type": r.type.value, "salience": r.salience,
+                            "status": clean(status_of(r), 80), "pinned": r.lifecycle.pinned,
+                            "policy": r.lifecycle.deletion_policy.value, "sensitivity": r.sensitivity.value,
+                            "scope": clean(r.scope, 200), "tags": clean(", ".join(r.tags), 300)})
         st.dataframe(pd.DataFrame(current), hide_index=True, key="curate_current",
                      column_config={"salience": st.column_config.NumberColumn(format="%.4f")})
 
@@ -210,7 +217,7 @@ for name, exc in failed:
     message, problems = describe(exc)
     st.error(f"{md(name, 200)}: {md(message, 1500)}")
     if problems:
-        st.dataframe(pd.DataFrame(problems, columns=["field", "message"]), hide_index=True)
+        st.dataframe(problem_frame(problems), hide_index=True)
 ok = [(name, plan) for name, plan, exc in previews if exc is None]
 for k, (name, plan) in enumerate(ok):
     if len(ok) > 1:

@@ -175,7 +175,9 @@ else:
         fig.add_trace(go.Scatter(
             x=times, y=values, mode="lines", name=s["label"], line=dict(color=color, width=2,
                                                                         dash="solid" if s["stored"] else "dash"),
-            hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>S = %{y:.4f}<extra>" + s["label"] + "</extra>"))
+            # No <extra> part: Plotly shows the trace name there by itself, so the label never
+            # goes through the hover template's %{…} substitution.
+            hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>S = %{y:.4f}"))
         if s["stored"]:
             total, rows = m.audit_query(record_id=s["key"], action="reinforce", limit=500)
             xs, ys, texts = [], [], []
@@ -205,8 +207,10 @@ else:
     fig.add_trace(go.Scatter(x=x_span, y=[threshold] * 2, mode="lines", name=f"threshold {threshold:g}",
                              line=dict(color="#ca8a04", dash="longdash", width=1), hoverinfo="skip"))
     if start <= now <= end:
-        fig.add_vline(x=now.timestamp() * 1000, line=dict(color="#111827", width=1, dash="dot"),
-                      annotation_text="now", annotation_position="top")
+        # Named in the legend, not by an annotation (which would sit under the legend's last row).
+        fig.add_vline(x=now.timestamp() * 1000, line=dict(color="#111827", width=1, dash="dot"))
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="now", hoverinfo="skip",
+                                 line=dict(color="#111827", width=1, dash="dot")))
     fig.update_layout(xaxis_title="time (UTC)", yaxis_title="salience S(t)")
     if log_scale:
         fig.update_yaxes(type="log", range=[np.log10(PRUNE_THRESHOLD / 10), np.log10(max(ymax, threshold, 1e-3) * 1.2)])
@@ -273,8 +277,8 @@ else:
             live = [rid for rid in chunk if rid in info]
             at_when = m.salience_curves(live, [when]) if live else {}
             st.dataframe(pd.DataFrame([{
-                "id": rid, "type": info[rid].type if rid in info else "(gone)",
-                "scope": info[rid].scope if rid in info else "",
+                "id": clean(rid, 200), "type": info[rid].type if rid in info else "(gone)",
+                "scope": clean(info[rid].scope, 200) if rid in info else "",
                 "S(as of)": at_when[rid][0] if rid in at_when else None,
             } for rid in chunk]), hide_index=True, key="decay_prune_table",
                 column_config={"S(as of)": st.column_config.NumberColumn(format="%.2e")})

@@ -30,7 +30,7 @@ url_defaults, url_problems = params_from_query({k: st.query_params[k] for k in s
 for problem in url_problems:
     st.warning(f"Ignored from the URL: {md(problem, 300)}")
 
-controls, results = st.columns([1, 2], gap="large")
+controls, results = st.columns([2, 3], gap="large")
 with controls:
     st.subheader("Request")
     trust = trust_context_form("sel", m.scopes(), defaults=url_defaults)
@@ -76,11 +76,13 @@ with results:
     runner = signals[1] if len(signals) > 1 else None
 
     st.subheader("Decision")
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3, c4 = st.columns([4, 5, 5, 6])
     c1.metric("Candidates", len(signals), help=f"{redacted} redacted, {hidden} hidden by trust, "
                                                f"{below} below min salience")
     c2.metric("Best score", f"{best.score:.4f}",
-              delta=f"{best.score - runner.score:+.4f} vs runner-up" if runner else None, delta_color="off")
+              delta=f"{best.score - runner.score:+.4f} lead" if runner else None, delta_color="off",
+              help="The selected candidate's score; the delta is its lead over the runner-up's score"
+              if runner else "The selected candidate's score (no runner-up)")
     c3.metric("Confidence", f"{selection.confidence:.4f}",
               help="(best − runner-up) / best with two or more candidates; the score itself with one")
     with c4:
@@ -121,8 +123,11 @@ with results:
             name=signal, y=labels, x=[getattr(s, signal) for s in top], orientation="h",
             marker_color=SIGNAL_COLORS[signal], customdata=hover,
             hovertemplate="%{customdata}<br>" + signal + " = %{x:.4f}<extra></extra>"))
-    fig.add_vline(x=best.score, line=dict(color=SIGNAL_COLORS["score"], dash="dot", width=1),
-                  annotation_text=f"best {best.score:.3f}", annotation_position="top")
+    # The best score as a dotted line named in the legend (a text annotation on the line would
+    # sit in the top margin and collide with the legend).
+    fig.add_vline(x=best.score, line=dict(color=SIGNAL_COLORS["score"], dash="dot", width=1))
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"best {best.score:.3f}", hoverinfo="skip",
+                             line=dict(color=SIGNAL_COLORS["score"], dash="dot", width=1)))
     fig.update_layout(barmode="group", bargroupgap=0.05, xaxis=dict(range=[0, 1.05], title="signal value"),
                       yaxis=dict(autorange="reversed", title=None))
     tidy(fig, height=110 + 64 * len(top))
@@ -130,7 +135,7 @@ with results:
     st.plotly_chart(fig, key="sel_chart")
 
     table = pd.DataFrame([{
-        "rank": k + 1, "id": s.record_id, "type": by_id[s.record_id].type.value if s.record_id in by_id else "",
+        "rank": k + 1, "id": clean(s.record_id, 200), "type": by_id[s.record_id].type.value if s.record_id in by_id else "",
         "name": clean(name_of(s.record_id), 120), "redacted": s.redacted, "applicability": s.applicability,
         "success": s.success, "recency": s.recency, "score": s.score,
         "salience": by_id[s.record_id].salience if s.record_id in by_id else None,

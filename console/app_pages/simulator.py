@@ -15,7 +15,7 @@ import streamlit as st
 from console import state
 from console.components.charts import VERDICT_COLORS, style
 from console.components.record_card import record_card, show_explanation
-from console.components.safe import md
+from console.components.safe import clean, md
 from console.components.time_input import as_of_input
 from console.components.trust_form import LAYERS, RequestParams, params_from_query, trust_context_form
 from membrane_engine import RetrieveRequest, TrustContext
@@ -24,6 +24,9 @@ from membrane_engine.errors import MembraneError, NotFoundError
 K = "sim"
 PAGE_SIZE = 10
 LAYER_COLUMNS = ["full", "redacted", "hidden", "below_min_salience"]
+COUNT_LABELS = {"full": "full", "redacted": "redacted", "hidden": "hidden", "below_min_salience": "below min"}
+COUNT_HELP = {"full": "Visible in full", "redacted": "Metadata only (sensitivity one level above max)",
+              "hidden": "Not visible at all", "below_min_salience": "Visible but below the min salience filter"}
 
 m = state.membrane()
 st.title("What can this agent see?")
@@ -152,18 +155,26 @@ mc[4].metric("Below min salience", f"{totals['below_min_salience']:,}", help="Vi
 
 counts_frame = pd.DataFrame(
     [{"layer": layer, **{c: getattr(lc, c) for c in LAYER_COLUMNS}} for layer, lc in sim.counts.items()])
-left, right = st.columns([2, 3])
+left, right = st.columns([1, 1])
 with left:
     st.markdown("**Per layer** (canonical order)")
-    st.dataframe(counts_frame, hide_index=True, width="stretch", key=f"{K}_counts")
+    # Short headers so every column fits the narrow column (the metrics above spell them out).
+    st.dataframe(counts_frame, hide_index=True, width="stretch", key=f"{K}_counts",
+                 column_config={c: st.column_config.NumberColumn(COUNT_LABELS[c], help=COUNT_HELP[c])
+                                for c in LAYER_COLUMNS})
 with right:
     fig = go.Figure()
     for column in LAYER_COLUMNS:
         fig.add_bar(y=counts_frame["layer"], x=counts_frame[column], name=column.replace("_", " "), orientation="h",
                     marker_color=VERDICT_COLORS[column], hovertemplate="%{y}: %{x} " + column.replace("_", " ") + "<extra></extra>")
-    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.2, traceorder="normal"))
+    # The legend sits above the plot area (in the top margin), so it never covers the x-axis
+    # labels whatever the number of layers; the height has a floor for a single layer.
+    fig.update_layout(barmode="stack",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, traceorder="normal"))
     fig.update_yaxes(autorange="reversed", type="category")
-    st.plotly_chart(style(fig, height=60 + 34 * len(counts_frame)), width="stretch", key=f"{K}_bar")
+    style(fig, height=max(170, 90 + 34 * len(counts_frame)))
+    fig.update_layout(margin=dict(t=40))
+    st.plotly_chart(fig, width="stretch", key=f"{K}_bar")
 
 # ---------------------------------------------------------------------------- selection
 
@@ -178,7 +189,7 @@ if selection is not None:
         n_candidates = max(len(selection.scores), len(selection.signals))
         sc[2].metric("Candidates", f"{n_candidates:,}", help="Competence and plan records that passed gating and "
                      "the salience filter (the selector sees them all, even those the limit cuts)")
-        sig_rows = [{"rank": i + 1, "id": s.record_id, "score": round(s.score, 4), "applicability": round(s.applicability, 4),
+        sig_rows = [{"rank": i + 1, "id": clean(s.record_id, 200), "score": round(s.score, 4), "applicability": round(s.applicability, 4),
                      "success": round(s.success, 4), "recency": round(s.recency, 4), "redacted": s.redacted}
                     for i, s in enumerate(selection.signals[:200])]
         st.dataframe(pd.DataFrame(sig_rows), hide_index=True, width="stretch", key=f"{K}_selection")

@@ -13,6 +13,7 @@ import streamlit as st
 from console import state
 from console.components.charts import VERDICT_COLORS, style
 from console.components.record_card import record_card, show_explanation
+from console.components.safe import clean
 from console.components.trust_form import LAYERS, SENSITIVITIES, trust_context_form
 from membrane_engine.errors import NotFoundError
 from membrane_engine.trust import redact
@@ -129,8 +130,9 @@ def differing_reasons(record_id: str) -> tuple[str, str]:
 rows = []
 for c in shown:
     why_a, why_b = differing_reasons(c.id)
-    rows.append({"id": c.id, "A": c.before, "B": c.after, "why under A": why_a, "why under B": why_b,
-                 "type": c.type, "sensitivity": c.sensitivity, "scope": c.scope or "(unscoped)"})
+    rows.append({"id": clean(c.id, 200), "A": c.before, "B": c.after, "why under A": clean(why_a, 1000),
+                 "why under B": clean(why_b, 1000), "type": c.type, "sensitivity": c.sensitivity,
+                 "scope": clean(c.scope, 200) if c.scope else "(unscoped)"})
 event = st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"wi_rows_{offset}_{kind}",
                      on_select="rerun", selection_mode="single-row",
                      column_config={"id": st.column_config.TextColumn(width="medium", pinned=True),

@@ -9,6 +9,8 @@ import pandas as pd
 
 from membrane_engine import Membrane
 
+from .safe import clean
+
 COLUMNS = ["timestamp", "record_id", "position", "action", "actor", "rationale", "seq"]
 CSV_CHUNK = 5000
 
@@ -19,6 +21,16 @@ def frame(rows: Iterable[Any]) -> pd.DataFrame:
              "action": r.entry.action.value, "actor": r.entry.actor, "rationale": r.entry.rationale,
              "seq": r.seq} for r in rows]
     return pd.DataFrame(data, columns=COLUMNS)
+
+
+def shown(data: pd.DataFrame) -> pd.DataFrame:
+    """A copy of a ``frame`` for st.dataframe: record strings (ids, actors, rationales) made inert
+    (control and bidi characters shown as U+FFFD). The frame itself keeps the stored values."""
+    out = data.copy()
+    for column, limit in (("record_id", 200), ("actor", 200), ("rationale", 2000)):
+        if column in out:
+            out[column] = out[column].map(lambda v, n=limit: clean(v, n))
+    return out
 
 
 def spreadsheet_safe(value: object) -> str:

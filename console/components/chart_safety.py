@@ -17,8 +17,13 @@ PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#c
 
 
 def plot_text(text: object, limit: int = 80) -> str:
-    """Record content made inert for a Plotly label or hover text."""
-    return html.escape(clean(text, limit), quote=True)
+    """Record content made inert for a Plotly label or hover text.
+
+    Only ``&``, ``<`` and ``>`` are escaped: that is enough to keep tags (``<b>``, ``<a href>``,
+    ``<br>``) from being read as markup, and Plotly decodes ``&amp;``, ``&lt;`` and ``&gt;``
+    back. Quotes stay as they are: Plotly does not decode ``&quot;`` or ``&#x27;`` and would show
+    the entity itself."""
+    return html.escape(clean(text, limit), quote=False)
 
 
 def short_id(record_id: str, keep: int = 8) -> str:

@@ -54,8 +54,9 @@ def change_table(change: Any) -> pd.DataFrame:
 
 def entries_frame(plan: Any) -> pd.DataFrame:
     return pd.DataFrame([{
-        "record_id": e.record_id, "action": e.action.value, "actor": e.actor, "rationale": e.rationale,
-        "details": json.dumps(e.details, ensure_ascii=False, default=str) if e.details else "",
+        "record_id": clean(e.record_id, 200), "action": e.action.value, "actor": clean(e.actor, 200),
+        "rationale": clean(e.rationale, 2000),
+        "details": clean(json.dumps(e.details, ensure_ascii=False, default=str), 2000) if e.details else "",
     } for e in plan.audit], columns=["record_id", "action", "actor", "rationale", "details"])
 
 

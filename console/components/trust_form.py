@@ -136,7 +136,7 @@ def trust_context_form(key: str, scopes_available: list[str], defaults: dict | N
         help="Records at or below this level are visible in full; one level above, redacted (metadata only)")
     scopes = st.multiselect("Scopes", options, key=f"{key}_scopes",
                             help="Empty means every scope is allowed. Unscoped records are always visible")
-    col1, col2 = st.columns([2, 1])
+    col1, col2 = st.columns([3, 2])
     actor_id = col1.text_input("Actor id", key=f"{key}_actor_id")
     authenticated = col2.checkbox("Authenticated", key=f"{key}_authenticated")
     if not scopes:
