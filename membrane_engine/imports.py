@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from .errors import AlreadyExistsError, ValidationError
 from .audit import extra_of
 from .salience import anchor_of
-from .schema import MAX_RECORD_BYTES, MemoryRecord, format_time, to_epoch, validate_record
+from .schema import MAX_RECORD_BYTES, MemoryRecord, format_time, to_epoch, validate_record  # noqa: F401 (MAX_RECORD_BYTES re-exported)
 from .store import Store, record_row
 
 # MAX_RECORD_BYTES (8 MiB of one record's JSON) is checked by validate_record (schema.check_json).

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
 
 from . import audit
 from .columns import TYPE_NAMES, ColumnCache
-from .errors import AlreadyExistsError, NilTrustError, NotFoundError, ValidationError
+from .errors import NilTrustError, NotFoundError, ValidationError
 from .imports import prepare_import, read_file
 from .metrics import compute_metrics
 from .retrieval import (
@@ -25,7 +24,7 @@ from .retrieval import (
     retrieve_by_id,
     run,
 )
-from .salience import anchor_of, salience_at, take
+from .salience import salience_at, take
 from .schema import (
     MAX_ACTOR_LENGTH,
     UTC,
@@ -40,7 +39,7 @@ from .schema import (
     to_epoch,
 )
 from .selector import DEFAULT_THRESHOLD, EmbeddingProvider
-from .store import DEFAULT_DB_PATH, Store, default_url, record_row, records
+from .store import DEFAULT_DB_PATH, Store, default_url
 from .trust import TrustContext, Verdict, as_trust, redact
 
 SAMPLE_STORE = Path(__file__).resolve().parent.parent / "sample_data" / "membrane_sample.json"

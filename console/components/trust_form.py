@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import streamlit as st
 
-from membrane_engine import MemoryType, Sensitivity, TrustContext
+from membrane_engine import Sensitivity, TrustContext
 from membrane_engine.schema import CANONICAL_LAYER_ORDER, parse_time
 
 SENSITIVITIES = [s.value for s in Sensitivity]
