@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .salience import DecayColumns
+from .salience import CustomCurves, DecayColumns, plain_curve
 from .schema import LAYER_RANK
 from .store import SCALAR_COLUMNS, Store
 
@@ -43,7 +43,13 @@ _DTYPES: dict[str, type | str] = {
     "confidence": float, "created_at": float, "anchor_salience": float, "anchor_at": float,
     "curve": np.int8, "half_life": float, "min_salience": float, "max_age": float, "pinned": bool,
     "policy": np.int8, "last_reinforced_at": float, "success_signal": float, "runs": float,
+    "gate": np.int32, "plain": bool,
 }
+# ``gate``: what the trust gate looks at (layer, sensitivity level, scope) as one code, so a
+# request gates every row with a single lookup in a small table (``gate_table``); 0 marks a row
+# that is not alive. Scope codes only ever grow, so a row's code never changes with the vocabulary.
+_LEVEL_SLOTS = 7  # sensitivity level + 1, clipped: unknown (-1) .. a hidden end (see trust.level_verdicts)
+DEAD = 0
 _COL = {name: k for k, name in enumerate(SCALAR_COLUMNS)}
 
 
@@ -97,6 +103,7 @@ class Snapshot:
     last_reinforced_at: np.ndarray
     success_signal: np.ndarray
     row_of: Mapping  # RowIndex: id -> row
+    gate: np.ndarray  # gate code per row (see ``gate_table``); DEAD when not alive
     # Runs behind the success signal (competence: successes + failures; plan: executions); NaN
     # when the record has no performance / metrics object (SPEC 7 metrics).
     runs: np.ndarray | None = None
@@ -116,6 +123,14 @@ class _Columns:
         self.scope_index = {s: i for i, s in enumerate(scope_names)}
         self.custom = custom
         self.row_of = row_of
+        self._curves: tuple[dict, CustomCurves] | None = None
+
+    def curves(self) -> CustomCurves:
+        """``custom`` as arrays, converted again only when ``custom`` was replaced (a write to a
+        custom-curve row, which is rare)."""
+        if self._curves is None or self._curves[0] is not self.custom:
+            self._curves = (self.custom, CustomCurves.of(self.custom))
+        return self._curves[1]
 
     @property
     def capacity(self) -> int:
@@ -127,14 +142,14 @@ class _Columns:
         decay = DecayColumns(
             anchor_salience=v["anchor_salience"], anchor_at=v["anchor_at"], created_at=v["created_at"],
             curve=v["curve"], half_life=v["half_life"], min_salience=v["min_salience"], max_age=v["max_age"],
-            pinned=v["pinned"], custom_points=self.custom,
+            pinned=v["pinned"], custom_points=self.curves(), plain=v["plain"],
         )
         return Snapshot(
             seq=seq, ids=v["ids"], alive=v["alive"], type_code=v["type_code"], sens_level=v["sens_level"],
             scope_code=v["scope_code"], scope_names=self.scope_names, confidence=v["confidence"],
             created_at=v["created_at"], decay=decay, policy=v["policy"],
             last_reinforced_at=v["last_reinforced_at"], success_signal=v["success_signal"],
-            row_of=RowIndex(self.row_of, n), runs=v["runs"],
+            row_of=RowIndex(self.row_of, n), runs=v["runs"], gate=v["gate"],
         )
 
 
@@ -171,10 +186,30 @@ def _decode(rows: list[tuple], scope_index: dict[str, int], scope_names: list[st
         "pinned": col("pinned").astype(bool),
         "policy": np.array([POLICY_CODES[p] for p in col("deletion_policy").tolist()], dtype=np.int8),
     }
+    out["gate"] = gate_codes(out["type_code"], out["sens_level"], out["scope_code"])
     for name in ("confidence", "created_at", "anchor_salience", "anchor_at", "half_life", "min_salience",
                  "max_age", "last_reinforced_at", "success_signal", "runs"):
         out[name] = _floats(col(name))
+    out["plain"] = plain_curve(out["curve"], out["pinned"], out["min_salience"], out["max_age"])
     return out
+
+
+def gate_codes(type_code: np.ndarray, sens_level: np.ndarray, scope_code: np.ndarray) -> np.ndarray:
+    """The gate code of live rows: 1 + (scope, level slot, layer) in mixed radix."""
+    level_slot = np.clip(sens_level.astype(np.int32) + 1, 0, _LEVEL_SLOTS - 1)
+    return 1 + (scope_code.astype(np.int32) * _LEVEL_SLOTS + level_slot) * len(TYPE_NAMES) + type_code
+
+
+def gate_table(snap: "Snapshot", trust, type_ok: np.ndarray) -> np.ndarray:
+    """VERDICT_CODES by gate code for one trust context and the requested layers (``type_ok``, a
+    flag per type code): the trust rule (trust.level_verdicts, trust.scopes_admitted) laid out
+    over every (scope, level, layer), hidden for DEAD."""
+    from .trust import level_verdicts, scopes_admitted
+
+    by_level = level_verdicts(trust)
+    scope_ok = scopes_admitted(snap.scope_names, trust).astype(np.int8)
+    table = scope_ok[:, None, None] * by_level[None, :, None] * type_ok.astype(np.int8)[None, None, :]
+    return np.concatenate(([0], table.ravel())).astype(np.int8)
 
 
 def _custom_of(rows: list[tuple], offset: int) -> dict[int, tuple[tuple[float, float], ...]]:
@@ -242,6 +277,9 @@ def _apply(cols: _Columns, rows: list[tuple], gone: set[str]) -> None:
         new_values = fresh[name]
         if name == "alive":
             changed = (len(ra) and not buf[ra].all()) or (gone_at and buf[gone_at].any())
+        elif name == "gate":
+            changed = ((len(ra) and not np.array_equal(buf[ra], new_values[rf]))
+                       or (gone_at and (buf[gone_at] != DEAD).any()))
         elif len(ra):
             old = buf[ra]
             new = new_values[rf]
@@ -258,6 +296,8 @@ def _apply(cols: _Columns, rows: list[tuple], gone: set[str]) -> None:
                     buf[gone_at] = False
             else:
                 buf[ra] = new_values[rf]
+                if name == "gate" and gone_at:
+                    buf[gone_at] = DEAD
         if k:
             buf[n:n + k] = new_values[af]  # past every published snapshot's end
     # Custom decay points: copied only when a custom row changes or arrives.

@@ -277,10 +277,11 @@ class Membrane(CurationMixin):
         return {rid: values[:, column_of[j]].tolist() for j, rid in enumerate(record_ids)}
 
     def retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
-        return self.simulate(request).response
+        return self.simulate(request, counts=False).response
 
-    def simulate(self, request: RetrieveRequest) -> Simulation:
-        """Retrieval plus per-layer counts of full / redacted / hidden (the console's simulator)."""
+    def simulate(self, request: RetrieveRequest, counts: bool = True) -> Simulation:
+        """Retrieval plus per-layer counts of full / redacted / hidden (the console's simulator;
+        ``counts=False`` leaves them out)."""
         if request is None:
             raise NilTrustError()
         if isinstance(request, dict):
@@ -290,7 +291,7 @@ class Membrane(CurationMixin):
             raise ValidationError(f"request must be a RetrieveRequest (got {shown})", [("request", "not a RetrieveRequest")])
         if request.as_of is None:  # "now" is this Membrane's clock, as for get() and metrics()
             request = request.model_copy(update={"as_of": self.now()})
-        return run(self.store, self.columns, request, self.selector_threshold, self.embeddings)
+        return run(self.store, self.columns, request, self.selector_threshold, self.embeddings, counts=counts)
 
     def retrieve_by_id(self, record_id: str, trust: TrustContext | None, as_of: datetime | None = None) -> MemoryRecord:
         return retrieve_by_id(self.store, self.columns, record_id, trust, as_of if as_of is not None else self.now())

@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from .audit import logs_of
-from .columns import TYPE_CODES, TYPE_NAMES, ColumnCache, Snapshot
+from .columns import TYPE_CODES, TYPE_NAMES, ColumnCache, Snapshot, gate_table
 from .errors import AccessDeniedError, NilTrustError, NotFoundError, ValidationError
-from .salience import salience_at, take
+from .salience import salience_at, salience_rows, take
 from .schema import (
     CANONICAL_LAYER_ORDER,
     SELECTOR_TYPES,
@@ -35,6 +35,7 @@ from .schema import (
 )
 from .selector import (
     DEFAULT_THRESHOLD,
+    CandidateScores,
     EmbeddingProvider,
     SelectionResult,
     Signals,
@@ -44,7 +45,7 @@ from .selector import (
     select,
 )
 from .store import Store
-from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, redact, verdicts
+from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, redact
 
 MAX_LIMIT = 10_000
 FULL = VERDICT_CODES[Verdict.FULL]
@@ -159,39 +160,30 @@ _IS_SELECTOR_TYPE[[TYPE_CODES[t] for t in SELECTOR_TYPES]] = True
 
 
 def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float = DEFAULT_THRESHOLD,
-        embeddings: EmbeddingProvider | None = None) -> Simulation:
+        embeddings: EmbeddingProvider | None = None, counts: bool = True) -> Simulation:
+    """SPEC 4 over the column cache. ``counts``: also count full / redacted / hidden / below
+    min_salience per layer (the simulator's question; a plain retrieve does not ask it)."""
     trust, types, min_salience, limit, as_of = validate_request(req)
     t = to_epoch(as_of)
     snap = cache.current()
     wanted = [t_ for t_ in CANONICAL_LAYER_ORDER if not types or t_ in types]
-    n_types = len(TYPE_NAMES)
-    type_ok = np.zeros(n_types, dtype=bool)
+    type_ok = np.zeros(len(TYPE_NAMES), dtype=bool)
     type_ok[[TYPE_CODES[t_.value] for t_ in wanted]] = True
 
-    # Gate over the whole snapshot with table lookups, then work on the visible rows only.
-    tc = snap.type_code
-    in_request = snap.alive & type_ok[tc] if len(wanted) < n_types else snap.alive
-    verdict_all = verdicts(snap.sens_level, snap.scope_code, snap.scope_names, trust)
-    vis = np.flatnonzero(in_request & (verdict_all > 0))
-    s_vis = salience_at(take(snap.decay, vis), t)
+    # Gate every row with one table lookup (layer, sensitivity, scope and liveness are folded
+    # into its gate code), then work on the visible rows only.
+    verdict_all = gate_table(snap, trust, type_ok)[snap.gate]
+    vis = np.flatnonzero(verdict_all != 0)
+    s_vis = salience_rows(snap.decay, vis, t)
     if min_salience > 0:
-        passes = s_vis >= min_salience
+        passes = np.flatnonzero(s_vis >= min_salience)
         keep, s = vis[passes], s_vis[passes]
     else:
         keep, s = vis, s_vis
     v = verdict_all[keep]
+    tc = snap.type_code
     tk = tc[keep]
-
-    # Per-layer counts from a few bincounts (hidden = requested - visible).
-    requested_n = np.bincount(tc[in_request], minlength=n_types) if len(wanted) < n_types else _alive_by_type(snap)
-    visible_n = np.bincount(tc[vis], minlength=n_types)
-    passed = np.bincount(tk.astype(np.int64) * 3 + v, minlength=n_types * 3).reshape(n_types, 3)
-    counts: dict[str, LayerCounts] = {}
-    for t_ in wanted:
-        code = TYPE_CODES[t_.value]
-        full, redacted = int(passed[code, FULL]), int(passed[code, REDACTED])
-        counts[t_.value] = LayerCounts(full=full, redacted=redacted, hidden=int(requested_n[code] - visible_n[code]),
-                                       below_min_salience=int(visible_n[code]) - full - redacted)
+    layer_counts = _layer_counts(snap, wanted, vis, tk, v) if counts else {}
 
     selection, selected_ids, selected_s, selected_redacted = _select(
         store, snap, keep, s, v, tk, as_of, threshold, req.task_descriptor, embeddings)
@@ -227,7 +219,23 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
     records = [r for r in (view(rid, rid in page_redacted) for rid in page_ids) if r is not None]
     if selection is not None:
         selection.selected = [r for r in (view(rid, rid in selected_redacted) for rid in selected_ids) if r is not None]
-    return Simulation(RetrieveResponse(records=records, selection=selection), counts, int(len(keep)))
+    return Simulation(RetrieveResponse(records=records, selection=selection), layer_counts, int(len(keep)))
+
+
+def _layer_counts(snap: Snapshot, wanted: list[MemoryType], vis: np.ndarray, tk: np.ndarray,
+                  v: np.ndarray) -> dict[str, LayerCounts]:
+    """Per-layer counts from a few bincounts (hidden = live - visible)."""
+    n_types = len(TYPE_NAMES)
+    live_n = _alive_by_type(snap)
+    visible_n = np.bincount(snap.type_code[vis], minlength=n_types)
+    passed = np.bincount(tk.astype(np.int64) * 3 + v, minlength=n_types * 3).reshape(n_types, 3)
+    out: dict[str, LayerCounts] = {}
+    for t_ in wanted:
+        code = TYPE_CODES[t_.value]
+        full, redacted = int(passed[code, FULL]), int(passed[code, REDACTED])
+        out[t_.value] = LayerCounts(full=full, redacted=redacted, hidden=int(live_n[code] - visible_n[code]),
+                                    below_min_salience=int(visible_n[code]) - full - redacted)
+    return out
 
 
 def _alive_by_type(snap: Snapshot) -> np.ndarray:
@@ -250,8 +258,8 @@ def _select(store: Store, snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np
         return None, [], {}, set()
     rows = keep[is_candidate]
     redacted = v[is_candidate] == REDACTED
-    ids = snap.ids[rows]
     if embeddings is not None and task:
+        ids = snap.ids[rows]
         # Embedding similarity needs each candidate's content, so read the candidates in full.
         id_list = [str(x) for x in ids]
         saliences = dict(zip(id_list, s[is_candidate].tolist()))
@@ -273,19 +281,16 @@ def _select(store: Store, snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np
         top = np.flatnonzero(-score <= kth)
     else:
         top = np.arange(n)
-    sub_order, confidence, needs_more = rank(ids[top], score[top], threshold)
+    sub_order, confidence, needs_more = rank(snap.ids[rows[top]], score[top], threshold)
     order = top[sub_order][:SELECTED_MAX]
-    id_list = ids.tolist()
-    score_list = score.tolist()
-    signals = [Signals(id_list[i], float(applicability[i]), float(success[i]), float(recency[i]),
-                       score_list[i], bool(redacted[i])) for i in order.tolist()]
-    scores = {sig.record_id: sig.score for sig in signals}  # ranked first, then every other candidate
-    scores.update(zip(id_list, score_list))
+    signals = [Signals(str(snap.ids[rows[i]]), float(applicability[i]), float(success[i]), float(recency[i]),
+                       float(score[i]), bool(redacted[i])) for i in order.tolist()]
     result = SelectionResult.model_construct(
-        selected=[], confidence=confidence, needs_more=needs_more, scores=scores, threshold=threshold, signals=signals)
+        selected=[], confidence=confidence, needs_more=needs_more, scores=CandidateScores(snap.ids, rows, score, order),
+        threshold=threshold, signals=signals)
     chosen = [sig.record_id for sig in signals]
     s_c = s[is_candidate]
-    saliences = {id_list[i]: float(s_c[i]) for i in order.tolist()}
+    saliences = {sig.record_id: float(s_c[i]) for sig, i in zip(signals, order.tolist())}
     return result, chosen, saliences, {sig.record_id for sig in signals if sig.redacted}
 
 

@@ -6,6 +6,7 @@ thin wrapper so the rule lives in exactly one place.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,6 +16,73 @@ from .schema import MemoryRecord, to_epoch
 
 CURVE_CODES = {"exponential": 0, "linear": 1, "custom": 2}
 PRUNE_THRESHOLD = 0.001  # SPEC 6: prune takes records whose S(as_of) is below this
+
+
+Points = tuple[tuple[float, float], ...]
+
+
+class CustomCurves(Mapping):
+    """The custom decay profiles of a set of records: row -> points, held as arrays (the rows,
+    sorted, and a profile number per row) so S(t) interpolates once per distinct profile and a
+    subset is taken by ``searchsorted``, without a Python loop over the rows. Stores share a
+    handful of profiles among thousands of rows."""
+
+    __slots__ = ("rows", "profile", "profiles")
+
+    def __init__(self, rows: np.ndarray, profile: np.ndarray, profiles: tuple[Points, ...]):
+        self.rows = rows  # int64, ascending (repeats allowed after ``take`` with repeated rows)
+        self.profile = profile  # index into ``profiles``, aligned with ``rows``
+        self.profiles = profiles
+
+    @classmethod
+    def of(cls, points_by_row: Mapping[int, Points]) -> "CustomCurves":
+        if isinstance(points_by_row, CustomCurves):
+            return points_by_row
+        if not points_by_row:
+            return EMPTY_CURVES
+        items = sorted(points_by_row.items())
+        numbers: dict[Points, int] = {}
+        profile = np.fromiter((numbers.setdefault(p, len(numbers)) for _, p in items), dtype=np.int64, count=len(items))
+        rows = np.fromiter((r for r, _ in items), dtype=np.int64, count=len(items))
+        return cls(rows, profile, tuple(numbers))
+
+    def take(self, rows: np.ndarray) -> "CustomCurves":
+        """The curves of ``rows`` (ascending indices, repeats allowed), renumbered to positions in
+        ``rows``."""
+        if not len(self.rows) or not len(rows):
+            return EMPTY_CURVES
+        lo = np.searchsorted(rows, self.rows, side="left")
+        hi = np.searchsorted(rows, self.rows, side="right")
+        count = hi - lo
+        hit = count > 0
+        if not hit.any():
+            return EMPTY_CURVES
+        if count.max() == 1:  # the usual case: no repeated rows
+            return CustomCurves(lo[hit], self.profile[hit], self.profiles)
+        positions = np.concatenate([np.arange(a, b) for a, b in zip(lo[hit].tolist(), hi[hit].tolist())])
+        return CustomCurves(positions, np.repeat(self.profile[hit], count[hit]), self.profiles)
+
+    def groups(self) -> Iterator[tuple[Points, np.ndarray]]:
+        """(points, rows) per distinct profile."""
+        for k, points in enumerate(self.profiles):
+            rows = self.rows[self.profile == k]
+            if len(rows):
+                yield points, rows
+
+    def __getitem__(self, row: int) -> Points:
+        i = int(np.searchsorted(self.rows, row))
+        if i < len(self.rows) and self.rows[i] == row:
+            return self.profiles[int(self.profile[i])]
+        raise KeyError(row)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.rows.tolist())
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+EMPTY_CURVES = CustomCurves(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), ())
 
 
 @dataclass(frozen=True)
@@ -29,11 +97,43 @@ class DecayColumns:
     min_salience: np.ndarray
     max_age: np.ndarray
     pinned: np.ndarray
-    # Custom profiles: row index -> points; rows without an entry decay exponentially.
-    custom_points: dict[int, tuple[tuple[float, float], ...]]
+    # Custom profiles: row -> points (a CustomCurves; a plain dict is converted); rows without
+    # an entry decay exponentially.
+    custom_points: CustomCurves
+    # Optional: ``plain_curve`` of each row, kept by the column cache (see ``salience_rows``).
+    plain: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.custom_points, CustomCurves):
+            object.__setattr__(self, "custom_points", CustomCurves.of(self.custom_points or {}))
 
     def __len__(self) -> int:
         return len(self.anchor_salience)
+
+
+def plain_curve(curve: np.ndarray, pinned: np.ndarray, min_salience: np.ndarray, max_age: np.ndarray) -> np.ndarray:
+    """Rows whose S(t) is the bare exponential ``S_a * 2^(-max(0, t - a) / h)``: exponential
+    curve, no floor, no maximum age, not pinned (most of a store)."""
+    return (curve == CURVE_CODES["exponential"]) & ~pinned & (min_salience == 0) & (max_age == 0)
+
+
+def salience_rows(cols: DecayColumns, rows: np.ndarray, t: float) -> np.ndarray:
+    """S(t) of ``rows`` (ascending indices into ``cols``) at one instant; the same values as
+    ``salience_at(take(cols, rows), t)``, for less work: plain-curve rows (``cols.plain``) need
+    three columns and five vector operations, and only the others go through the general
+    formula. (On a plain row every other step of ``salience_at`` is the identity, so the values
+    are bit for bit the same.)"""
+    if cols.plain is None:
+        return salience_at(take(cols, rows), t)
+    t = float(t)
+    s_a = cols.anchor_salience[rows]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        delta = np.maximum(0.0, t - cols.anchor_at[rows])
+        out = s_a * np.exp2(-delta / cols.half_life[rows])
+    other = np.flatnonzero(~cols.plain[rows])
+    if len(other):
+        out[other] = salience_at(take(cols, rows[other]), t)
+    return out
 
 
 def _custom_factor(points: tuple[tuple[float, float], ...], delta: np.ndarray) -> np.ndarray:
@@ -60,11 +160,7 @@ def salience_at(cols: DecayColumns, t: float | np.ndarray) -> np.ndarray:
         factor_b = np.broadcast_to(factor, np.broadcast_shapes(factor.shape, s_a.shape)).copy()
         delta_b = np.broadcast_to(delta, factor_b.shape)
         # One interpolation per distinct profile (stores share a handful), not one per record.
-        groups: dict[tuple[tuple[float, float], ...], list[int]] = {}
-        for row, points in cols.custom_points.items():
-            groups.setdefault(points, []).append(row)
-        for points, rows in groups.items():
-            at = np.array(rows, dtype=np.int64)
+        for points, at in cols.custom_points.groups():
             factor_b[..., at] = _custom_factor(points, delta_b[..., at])
         factor = factor_b
     decayed = np.maximum(s_a * factor, cols.min_salience)
@@ -139,20 +235,8 @@ def time_below(record: MemoryRecord, threshold: float, start: datetime, horizon_
 def take(cols: DecayColumns, rows: np.ndarray) -> DecayColumns:
     """The decay columns of a subset of records (``rows``: ascending indices into ``cols``,
     repeats allowed)."""
-    custom: dict[int, tuple[tuple[float, float], ...]] = {}
-    if cols.custom_points:
-        points = cols.custom_points
-        keys = np.fromiter(points.keys(), dtype=np.int64, count=len(points))
-        lo = np.searchsorted(rows, keys, side="left")
-        hi = np.searchsorted(rows, keys, side="right")
-        taken = np.flatnonzero(hi > lo)
-        if len(taken) and np.all(hi[taken] - lo[taken] == 1):  # the usual case: no repeated rows
-            custom = dict(zip(lo[taken].tolist(), [points[k] for k in keys[taken].tolist()]))
-        else:
-            for key, start, stop in zip(keys[taken].tolist(), lo[taken].tolist(), hi[taken].tolist()):
-                for k in range(start, stop):  # every position of the row (repeats too)
-                    custom[k] = points[key]
     return DecayColumns(
         cols.anchor_salience[rows], cols.anchor_at[rows], cols.created_at[rows], cols.curve[rows],
-        cols.half_life[rows], cols.min_salience[rows], cols.max_age[rows], cols.pinned[rows], custom,
+        cols.half_life[rows], cols.min_salience[rows], cols.max_age[rows], cols.pinned[rows], cols.custom_points.take(rows),
+        None if cols.plain is None else cols.plain[rows],
     )

@@ -7,12 +7,13 @@ The signals are computed over arrays (retrieval feeds columns straight from the 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from .schema import CompetencePayload, MemoryRecord, PlanGraphPayload, to_epoch
 
@@ -40,6 +41,46 @@ class Signals:
     redacted: bool = False
 
 
+class CandidateScores(Mapping):
+    """``selection.scores`` of a large candidate set: every candidate's score (SPEC 5), kept in
+    the arrays the selector computed them in. A store can have tens of thousands of candidates
+    and most callers read only the ranked few, so the id -> score dict is built on first use
+    (a lookup, ``len`` excepted). Iterates ranked candidates first, then the others in
+    candidate order, like the dict ``select`` builds."""
+
+    __slots__ = ("_ids", "_rows", "_scores", "_ranked", "_dict")
+
+    def __init__(self, ids: np.ndarray, rows: np.ndarray | None, scores: np.ndarray, ranked: np.ndarray):
+        """Candidate k is ``ids[rows[k]]`` (``ids[k]`` without ``rows``) with ``scores[k]``;
+        ``ranked`` lists candidate numbers best first."""
+        self._ids = ids
+        self._rows = rows
+        self._scores = scores
+        self._ranked = ranked
+        self._dict: dict[str, float] | None = None
+
+    def _as_dict(self) -> dict[str, float]:
+        if self._dict is None:
+            ids = self._ids if self._rows is None else self._ids[self._rows]
+            ranked = self._ranked.tolist()
+            out = dict(zip(ids[ranked].tolist(), self._scores[ranked].tolist()))
+            out.update(zip(ids.tolist(), self._scores.tolist()))
+            self._dict = out
+        return self._dict
+
+    def __getitem__(self, key: str) -> float:
+        return self._as_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._as_dict())
+
+    def __len__(self) -> int:
+        return len(self._scores)
+
+    def __repr__(self) -> str:
+        return f"CandidateScores({len(self)} candidates)"
+
+
 class SelectionResult(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -50,6 +91,10 @@ class SelectionResult(BaseModel):
     threshold: float = Field(default=DEFAULT_THRESHOLD, exclude=True)
     # Per-candidate signals in ranked order; not part of Membrane's wire shape.
     signals: list[Signals] = Field(default_factory=list, exclude=True)
+
+    @field_serializer("scores")
+    def _scores_as_dict(self, scores: Mapping[str, float]) -> dict[str, float]:
+        return scores if isinstance(scores, dict) else dict(scores)
 
 
 # --------------------------------------------------------------------------- the signals

@@ -145,23 +145,34 @@ def decide(sensitivity: Any, scope: str, trust: TrustContext) -> Decision:
     return Decision(verdict, [sens_reason, scope_reason])
 
 
-def verdicts(levels: np.ndarray, scope_codes: np.ndarray, scope_names: list[str], trust: TrustContext) -> np.ndarray:
-    """Vectorized ``decide``: VERDICT_CODES per record from sensitivity levels (-1 unknown) and
-    scope codes indexing ``scope_names``."""
-    # Table lookups (one pass per column, whatever the store's size): the verdict of each level
-    # -1 (unknown) .. 5 at index level + 1, anything outside clipped to a hidden end; a scope
-    # code's admission by the scope rule.
+def level_verdicts(trust: TrustContext) -> np.ndarray:
+    """VERDICT_CODES by sensitivity level, at index level + 1: unknown (-1) at 0, the five
+    levels at 1..5, and a hidden end at 6 for anything beyond (callers clip into 0..6)."""
     by_level = np.zeros(7, dtype=np.int8)
     for level in range(5):
         if level <= trust.max_level:
             by_level[level + 1] = VERDICT_CODES[Verdict.FULL]
         elif level == trust.max_level + 1:
             by_level[level + 1] = VERDICT_CODES[Verdict.REDACTED]
-    out = np.take(by_level, np.asarray(levels, dtype=np.int64) + 1, mode="clip")
+    return by_level
+
+
+def scopes_admitted(scope_names: list[str], trust: TrustContext) -> np.ndarray:
+    """Whether the scope rule admits each of ``scope_names`` (unscoped always; every scope when
+    the context names none)."""
+    if not trust.scopes:
+        return np.ones(len(scope_names), dtype=bool)
+    allowed = set(trust.scopes) | {""}
+    return np.fromiter((name in allowed for name in scope_names), dtype=bool, count=len(scope_names))
+
+
+def verdicts(levels: np.ndarray, scope_codes: np.ndarray, scope_names: list[str], trust: TrustContext) -> np.ndarray:
+    """Vectorized ``decide``: VERDICT_CODES per record from sensitivity levels (-1 unknown) and
+    scope codes indexing ``scope_names``."""
+    # Table lookups (one pass per column, whatever the store's size).
+    out = np.take(level_verdicts(trust), np.asarray(levels, dtype=np.int64) + 1, mode="clip")
     if trust.scopes:
-        allowed = set(trust.scopes) | {""}
-        scope_ok = np.fromiter((name in allowed for name in scope_names), dtype=bool, count=len(scope_names))
-        out *= scope_ok[scope_codes]
+        out *= scopes_admitted(scope_names, trust)[scope_codes]
     return out
 
 

@@ -244,3 +244,49 @@ def test_curves_with_a_repeated_custom_id(lite):
     curves = lite.salience_curves(["cus", "exp", "cus"], GRID)
     expected = [salience_of(validate_record(MIXED[2]), t) for t in GRID]
     assert curves["cus"] == pytest.approx(expected, abs=1e-15)
+
+
+# --------------------------------------------------------------------------- the fast path
+
+
+def _random_columns(rng: np.random.Generator, n: int):
+    from membrane_engine.salience import DecayColumns, plain_curve
+
+    t0 = 1.78e9
+    curve = rng.choice([0, 0, 0, 1, 2], n).astype(np.int8)
+    pinned = rng.random(n) < 0.1
+    floor = np.where(rng.random(n) < 0.3, rng.choice([0.05, 0.3, 0.9], n), 0.0)
+    max_age = np.where(rng.random(n) < 0.1, rng.choice([60.0, 86400.0], n), 0.0)
+    profiles = [((0.0, 1.0), (3600.0, 0.5), (7200.0, 0.2)), ((0.0, 1.0), (60.0, 0.0))]
+    custom = {i: profiles[i % 2] for i in np.flatnonzero(curve == 2).tolist()}
+    s_a = np.where(rng.random(n) < 0.1, rng.choice([0.0, 0.05, 1.0], n), rng.random(n) * 2)
+    return DecayColumns(
+        s_a, t0 + rng.normal(0, 3e6, n), t0 - rng.random(n) * 3e7, curve,
+        rng.choice([1.0, 60.0, 3600.0, 86400.0, 3e7], n), floor, max_age, pinned, custom,
+        plain_curve(curve, pinned, floor, max_age),
+    )
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_salience_rows_is_bit_for_bit_salience_at_of_the_rows(seed):
+    from membrane_engine.salience import salience_rows, take
+
+    rng = np.random.default_rng(seed)
+    cols = _random_columns(rng, 5000)
+    assert cols.plain.any() and not cols.plain.all()
+    rows = np.sort(rng.choice(5000, 2000, replace=False))
+    for t in (1.78e9, 1.78e9 + 86400 * rng.random(), 1.7e9, 1.9e9):
+        fast = salience_rows(cols, rows, t)
+        slow = salience_at(take(cols, rows), t)
+        assert np.array_equal(fast, slow), t  # exact: the page's order depends on ties
+
+
+def test_custom_curves_take_keeps_repeated_rows_and_renumbers():
+    from membrane_engine.salience import CustomCurves
+
+    a, b = ((0.0, 1.0), (10.0, 0.5)), ((0.0, 1.0), (20.0, 0.0))
+    curves = CustomCurves.of({3: a, 7: b, 9: a})
+    assert dict(curves) == {3: a, 7: b, 9: a} and len(curves.profiles) == 2
+    assert dict(curves.take(np.array([1, 3, 3, 8, 9]))) == {1: a, 2: a, 4: a}
+    assert dict(curves.take(np.array([0, 7]))) == {1: b}
+    assert not curves.take(np.array([0, 1, 2]))

@@ -251,3 +251,32 @@ def test_explain_verdict_matches_retrieval(mem):
             verdict = mem.explain(d["id"], ctx).verdict.value
             assert returned.get(d["id"], "hidden") == verdict
             assert verdict == decide(d["sensitivity"], d["scope"], ctx).verdict.value
+
+
+def test_gate_table_equals_decide_for_every_layer_level_scope_and_liveness():
+    """The retrieval gate (one lookup per row by its gate code) agrees with ``decide`` for every
+    combination of layer, sensitivity level (unknown and out-of-range included), scope and
+    requested layers, and hides rows that are not alive."""
+    from types import SimpleNamespace
+
+    from membrane_engine.columns import DEAD, TYPE_NAMES, gate_codes, gate_table
+
+    scope_names = ["", "alpha", "beta", "gamma", "Alpha"]
+    level_values = [-1, 0, 1, 2, 3, 4, 5, 9]
+    combos = list(itertools.product(range(len(TYPE_NAMES)), level_values, range(len(scope_names))))
+    tc = np.array([c[0] for c in combos], dtype=np.int8)
+    levels = np.array([c[1] for c in combos], dtype=np.int8)
+    scopes = np.array([c[2] for c in combos], dtype=np.int32)
+    gate = gate_codes(tc, levels, scopes)
+    gate[::7] = DEAD
+    snap = SimpleNamespace(scope_names=scope_names)
+    names = {0: "hidden", 1: "redacted", 2: "full"}
+    for ctx in [trust(m, s) for m in LEVELS for s in ([], ["alpha"], ["alpha", "beta"], ["delta"])]:
+        for wanted in ([True] * len(TYPE_NAMES), [k % 2 == 0 for k in range(len(TYPE_NAMES))]):
+            got = gate_table(snap, ctx, np.array(wanted))[gate]
+            for k, (t, level, scope) in enumerate(combos):
+                sens = LEVELS[level] if 0 <= level < len(LEVELS) else "secret"
+                want = decide(sens, scope_names[scope], ctx).verdict.value
+                if gate[k] == DEAD or not wanted[t]:
+                    want = "hidden"
+                assert names[int(got[k])] == want, (t, level, scope_names[scope], ctx, wanted)
