@@ -27,7 +27,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
 from .schema import AuditAction, AuditEntry, format_time, parse_time, to_epoch
-from .store import archive, audit_entries, insert_tuples, records
+from .store import archive, audit_entries, insert_tuples, records, rows_in
 
 GENESIS = "0" * 64
 _ENTRY_FIELDS = frozenset(AuditEntry.model_fields)
@@ -195,16 +195,11 @@ def log_of(conn: Connection, record_id: str) -> list[AuditRow]:
 
 def logs_of(conn: Connection, record_ids: list[str]) -> dict[str, list[AuditEntry]]:
     out: dict[str, list[AuditEntry]] = {rid: [] for rid in record_ids}
-    for start in range(0, len(record_ids), 900):
-        chunk = record_ids[start:start + 900]
-        q = (select(audit_entries.c.record_id, audit_entries.c.action, audit_entries.c.actor,
-                    audit_entries.c.timestamp, audit_entries.c.rationale, audit_entries.c.extra)
-             .where(audit_entries.c.record_id.in_(chunk))
-             .order_by(audit_entries.c.record_id, audit_entries.c.position))
-        for r in conn.execute(q):
-            out[r.record_id].append(_with_extra(AuditEntry.model_construct(
-                action=AuditAction(r.action), actor=r.actor, timestamp=parse_time(r.timestamp), rationale=r.rationale),
-                r.extra))
+    rows = rows_in(conn, "audit_entries", ("record_id", "action", "actor", "timestamp", "rationale", "extra"),
+                   "record_id", record_ids, order_by=("record_id", "position"))
+    for record_id, action, actor, timestamp, rationale, extra in rows:
+        out[record_id].append(_with_extra(AuditEntry.model_construct(
+            action=AuditAction(action), actor=actor, timestamp=parse_time(timestamp), rationale=rationale), extra))
     return out
 
 

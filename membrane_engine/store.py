@@ -265,6 +265,30 @@ def _doc_text(record: MemoryRecord, anchor_salience: float, anchor_at: float, va
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
+def rows_in(conn: Connection, table: str, columns: Sequence[str], key: str, values: Sequence[str],
+            order_by: Sequence[str] = ()) -> list[tuple]:
+    """Plain tuples of ``columns`` from ``table`` where ``key`` is one of ``values``, straight
+    from the driver: a retrieval page reads a few dozen records and their audit entries, and
+    SQLAlchemy's per-statement IN expansion and per-row processing cost several times the query
+    itself there. Table and column names are this module's constants, never user input."""
+    unique = list(dict.fromkeys(values))
+    if not unique:
+        return []
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    cursor = conn.connection.driver_connection.cursor()
+    out: list[tuple] = []
+    try:
+        for start in range(0, len(unique), 900):
+            chunk = unique[start:start + 900]
+            sql = (f"SELECT {', '.join(columns)} FROM {table} WHERE {key} IN ({', '.join([mark] * len(chunk))})"
+                   + (f" ORDER BY {', '.join(order_by)}" if order_by else ""))
+            cursor.execute(sql, chunk)
+            out.extend(cursor.fetchall())
+    finally:
+        cursor.close()
+    return out
+
+
 def tags_json(tags: list[str]) -> str:
     """How the ``tags`` column stores a record's tags (ASCII-escaped JSON); searches for one tag
     must encode it the same way (``tag_json``)."""
@@ -509,14 +533,8 @@ class Store:
     def fetch_texts(self, conn: Connection, ids: Sequence[str]) -> dict[str, tuple[str, float, float]]:
         """(doc as stored JSON text, anchor_salience, anchor_at) of the records of ``ids`` that
         exist, for readers that validate the JSON text directly (retrieval's page)."""
-        out: dict[str, tuple[str, float, float]] = {}
-        unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), 900):
-            q = (select(records.c.id, records.c.doc, records.c.anchor_salience, records.c.anchor_at)
-                 .where(records.c.id.in_(unique[start:start + 900])))
-            for r in conn.execute(q):
-                out[r.id] = (r.doc, r.anchor_salience, r.anchor_at)
-        return out
+        return {r[0]: (r[1], r[2], r[3]) for r in
+                rows_in(conn, "records", ("id", "doc", "anchor_salience", "anchor_at"), "id", ids)}
 
     def existing_ids(self, conn: Connection, ids: Iterable[str], include_archive: bool = True) -> set[str]:
         unique = list(dict.fromkeys(ids))
