@@ -29,11 +29,10 @@ import numpy as np
 
 from .salience import CustomCurves, DecayColumns, decay_path
 from .schema import LAYER_RANK
-from .store import SCALAR_COLUMNS, Store
+from .store import POLICY_CODES, SCALAR_COLUMNS, Store  # noqa: F401 (POLICY_CODES re-exported)
 
 TYPE_CODES = dict(LAYER_RANK)  # type name -> code; the code is also its canonical layer rank
 TYPE_NAMES = sorted(TYPE_CODES, key=TYPE_CODES.get)
-POLICY_CODES = {"auto_prune": 0, "manual_only": 1, "never": 2}
 _FULL_RELOAD_FRACTION = 0.2
 _GROWTH = 1.25  # spare capacity on (re)allocation, so appends rarely copy
 
@@ -176,15 +175,19 @@ def _decode(rows: list[tuple], scope_index: dict[str, int], scope_names: list[st
         if s not in scope_index:
             scope_index[s] = len(scope_names)
             scope_names.append(s)
+    packed = col("packed").astype(np.int64)  # store.PACKED_CODES
+    type_code = (packed & 7).astype(np.int8)
+    if len(type_code) and (type_code.max() >= len(TYPE_NAMES) or (packed < 0).any()):
+        raise ValueError("the store holds a record of an unknown type or deletion policy")
     out = {
         "ids": col("id").copy(),
         "alive": np.ones(n, dtype=bool),
-        "type_code": np.array([TYPE_CODES[t] for t in col("type").tolist()], dtype=np.int8),
-        "sens_level": col("sens_level").astype(np.int8),
+        "type_code": type_code,
+        "sens_level": ((packed >> 9) - 1).astype(np.int8),
         "scope_code": np.array([scope_index[s] for s in scopes], dtype=np.int32),
-        "curve": col("curve").astype(np.int8),
-        "pinned": col("pinned").astype(bool),
-        "policy": np.array([POLICY_CODES[p] for p in col("deletion_policy").tolist()], dtype=np.int8),
+        "curve": ((packed >> 3) & 7).astype(np.int8),
+        "pinned": ((packed >> 6) & 1).astype(bool),
+        "policy": ((packed >> 7) & 3).astype(np.int8),
     }
     out["gate"] = gate_codes(out["type_code"], out["sens_level"], out["scope_code"])
     for name in ("confidence", "created_at", "anchor_salience", "anchor_at", "half_life", "min_salience",

@@ -48,10 +48,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
+from pydantic import BaseModel
 
 from .errors import StoreUnavailableError, ValidationError
 from .salience import CURVE_CODES
-from .schema import MemoryRecord, format_time, sensitivity_level, to_epoch
+from .schema import LAYER_RANK, MemoryRecord, format_time, sensitivity_level, to_epoch
+from .schema import DecayProfile, Lifecycle, MembraneModel, PlanEdge, Provenance, ProvenanceSource
 from .selector import success_signal
 
 # Errors of the drivers themselves (the bulk paths use driver cursors, which SQLAlchemy does
@@ -149,12 +151,27 @@ meta = Table(
     Column("value", Text, nullable=False),
 )
 
-# Columns the numpy cache loads (see columns.py); order matters there.
+# What the numpy column cache reads of each record (columns.py decodes it; order matters
+# there). A cold load of a million records is bound by the Python objects the driver makes,
+# one per value, so the small codes (layer, curve, pinned, deletion policy, sensitivity level)
+# arrive packed into one integer computed in SQL: no string per row for type and policy.
+POLICY_CODES = {"auto_prune": 0, "manual_only": 1, "never": 2}
+_TYPE_CASE = "CASE type " + " ".join(f"WHEN '{t}' THEN {code}" for t, code in LAYER_RANK.items()) + " END"
+_POLICY_CASE = "CASE deletion_policy " + " ".join(f"WHEN '{p}' THEN {c}" for p, c in POLICY_CODES.items()) + " END"
+PACKED_CODES = (f"({_TYPE_CASE}) + 8 * curve + 64 * (CASE WHEN pinned THEN 1 ELSE 0 END) "
+                f"+ 128 * ({_POLICY_CASE}) + 512 * (sens_level + 1)")
 SCALAR_COLUMNS = (
-    "id", "type", "sens_level", "scope", "confidence", "created_at", "anchor_salience",
-    "anchor_at", "curve", "half_life", "min_salience", "max_age", "decay_points", "pinned",
-    "deletion_policy", "last_reinforced_at", "success_signal", "runs",
+    "id", "scope", "confidence", "created_at", "anchor_salience", "anchor_at", "half_life", "min_salience",
+    "max_age", "decay_points", "last_reinforced_at", "success_signal", "runs", "packed",
 )
+SCALAR_SELECT = tuple(PACKED_CODES if name == "packed" else name for name in SCALAR_COLUMNS)
+# SQLite keeps a record's scalars on the same pages as its ~1.5 KB document: a covering index
+# lets the cold load scan 100-byte index entries instead (-20% at 1M). PostgreSQL reads its
+# heap fast enough and would pay the index on every write for nothing.
+SQLITE_SCALAR_INDEX = (
+    "CREATE INDEX IF NOT EXISTS ix_records_scalars ON records (scope, sens_level, type, id, confidence, "
+    "created_at, anchor_salience, anchor_at, curve, half_life, min_salience, max_age, decay_points, pinned, "
+    "deletion_policy, last_reinforced_at, success_signal, runs)")
 
 
 BULK_ROWS = 5000  # imports at least this large get Store.bulk() settings
@@ -240,21 +257,97 @@ def _sqlite_begin(conn: Connection) -> None:
 _ORJSON_TIME = orjson.OPT_UTC_Z | orjson.OPT_NAIVE_UTC
 
 
+def _plain_dump(obj: Any) -> Any:
+    """orjson's ``default`` for the record's models: what ``model_dump(mode="python",
+    by_alias=True)`` gives for the object, one level deep (orjson walks the values, calling this
+    again for nested models). Per class, the rules of that class's serializer (see
+    ``_DUMP_RULES``); any other object is refused (TypeError), so the caller takes the general
+    path. tests/scale checks this against model_dump on generated and odd records."""
+    rule = _DUMP_RULES.get(obj.__class__)
+    if rule is None:
+        if isinstance(obj, BaseModel):  # a foreign model inside an ``Any`` value: pydantic dumps it
+            return obj.model_dump(mode="python", by_alias=True)
+        raise TypeError(f"{obj.__class__.__name__} is not a record model")
+    return rule(obj)
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    """Declared fields in order, then the extra ones (a model without a serializer of its own)."""
+    extra = obj.__pydantic_extra__
+    return {**obj.__dict__, **extra} if extra else obj.__dict__
+
+
+def _fields_without(*names: str):
+    """``_fields`` without the named fields whose value is None (``exclude_if``-style)."""
+    def rule(obj: Any) -> dict[str, Any]:
+        d = {**obj.__dict__, **obj.__pydantic_extra__} if obj.__pydantic_extra__ else dict(obj.__dict__)
+        for name in names:
+            if d.get(name) is None:
+                d.pop(name, None)
+        return d
+    return rule
+
+
+def _source_fields(obj: ProvenanceSource) -> dict[str, Any]:
+    # ProvenanceSource's serializer drops every None value, extra fields' included.
+    return {k: v for k, v in _fields(obj).items() if v is not None}
+
+
+def _record_fields(obj: MemoryRecord) -> dict[str, Any]:
+    d = {**obj.__dict__, **obj.__pydantic_extra__} if obj.__pydantic_extra__ else dict(obj.__dict__)
+    if not d.get("redacted"):
+        d.pop("redacted", None)
+    return d
+
+
+def _edge_fields(obj: PlanEdge) -> dict[str, Any]:
+    d = obj.__dict__
+    out = {"from": d["from_"], "to": d["to"], "kind": d["kind"]}
+    if obj.__pydantic_extra__:
+        out.update(obj.__pydantic_extra__)
+    return out
+
+
+def _model_classes() -> list[type]:
+    out, todo = [], list(MembraneModel.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        out.append(cls)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+# The classes whose serializer does more than dump the fields (schema.py: model_serializer
+# hooks, PlanEdge's alias); every other record model dumps its fields as they are.
+_DUMP_RULES: dict[type, Any] = {cls: _fields for cls in _model_classes() if cls.__module__ == MemoryRecord.__module__}
+_DUMP_RULES.update({
+    MemoryRecord: _record_fields,
+    Lifecycle: _fields_without("anchor_salience", "anchor_at"),
+    DecayProfile: _fields_without("points"),
+    Provenance: _fields_without("created_by"),
+    ProvenanceSource: _source_fields,
+    PlanEdge: _edge_fields,
+})
+
+
 def _doc_text(record: MemoryRecord, anchor_salience: float, anchor_at: float, validated: bool) -> str:
     anchor_stamp = format_time(datetime.fromtimestamp(anchor_at, timezone.utc))
     if validated:
         # Fast path for records that just came out of validation (every datetime is aware UTC):
-        # pydantic's python-mode dump plus orjson is several times cheaper than the JSON-mode
-        # dump, whose datetime serializer is a Python call per timestamp. Same JSON either way
-        # (tests/scale checks it); values orjson cannot write (ints beyond 64 bits, non-string
+        # the fields go straight to orjson (``_plain_dump`` applies each model's serializer rules),
+        # which gives the bytes pydantic's python-mode dump plus orjson gives, several times
+        # cheaper than the JSON-mode dump (a Python call per timestamp). tests/scale checks it
+        # against the general path; values orjson cannot write (ints beyond 64 bits, non-string
         # keys) fall back to the general path.
         try:
-            doc = record.model_dump(mode="python", by_alias=True)
+            doc = _record_fields(record)
             doc["audit_log"] = []
             doc.pop("redacted", None)
-            doc["lifecycle"]["anchor_salience"] = anchor_salience
-            doc["lifecycle"]["anchor_at"] = anchor_stamp
-            return orjson.dumps(doc, option=_ORJSON_TIME).decode()
+            lifecycle = _DUMP_RULES[Lifecycle](record.lifecycle)
+            lifecycle["anchor_salience"] = anchor_salience
+            lifecycle["anchor_at"] = anchor_stamp
+            doc["lifecycle"] = lifecycle
+            return orjson.dumps(doc, default=_plain_dump, option=_ORJSON_TIME).decode()
         except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
             pass
     doc = record.to_json_dict()
@@ -438,6 +531,8 @@ class Store:
                         f"store {self.display_url} has schema version {version}; this engine knows {SCHEMA_VERSION}"
                     )
                 _add_audit_extra(conn)
+            if conn.dialect.name == "sqlite":
+                conn.exec_driver_sql(SQLITE_SCALAR_INDEX)
         self._file = self._file_path  # from now on, the file must stay where it is
         return not existed
 
@@ -628,22 +723,15 @@ class Store:
     def changed_since(self, conn: Connection, seq: int) -> set[str]:
         return set(conn.execute(select(changes.c.record_id).where(changes.c.seq > seq)).scalars())
 
-    def scalar_rows(self, conn: Connection, ids: Sequence[str] | None = None) -> list[tuple]:
-        cols = [records.c[name] for name in SCALAR_COLUMNS]
-        if ids is None:
-            return [tuple(r) for r in conn.execute(select(*cols))]
-        out: list[tuple] = []
-        unique = list(ids)
-        for start in range(0, len(unique), 900):
-            q = select(*cols).where(records.c.id.in_(unique[start:start + 900]))
-            out.extend(tuple(r) for r in conn.execute(q))
-        return out
+    def scalar_rows(self, conn: Connection, ids: Sequence[str]) -> list[tuple]:
+        """SCALAR_COLUMNS of the records of ``ids`` that exist."""
+        return rows_in(conn, "records", SCALAR_SELECT, "id", ids)
 
     def scalar_chunks(self, conn: Connection, size: int = 65536) -> Iterator[list[tuple]]:
         """Every record's SCALAR_COLUMNS, in chunks of plain tuples, straight from the driver
         (no per-row SQLAlchemy processing; a server-side cursor on PostgreSQL, so a large store
         streams instead of arriving as one result). Booleans may come as 0/1."""
-        statement = f"SELECT {', '.join(SCALAR_COLUMNS)} FROM records"
+        statement = f"SELECT {', '.join(SCALAR_SELECT)} FROM records"
         raw = conn.connection.driver_connection
         if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
             cur = raw.cursor(name="membrane_scalar_scan")
