@@ -21,8 +21,10 @@ import json
 import os
 from dataclasses import dataclass
 from datetime import datetime
+from hashlib import sha256
 from typing import Any
 
+import orjson
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
@@ -33,9 +35,26 @@ GENESIS = "0" * 64
 _ENTRY_FIELDS = frozenset(AuditEntry.model_fields)
 
 
-def _key() -> bytes | None:
+def signing_key() -> bytes | None:
+    """The HMAC key of audit hashes (MEMBRANE_AUDIT_KEY), None for plain sha256."""
     key = os.environ.get("MEMBRANE_AUDIT_KEY")
     return key.encode() if key else None
+
+
+def _canonical(fields: list[Any]) -> bytes:
+    """What a hash covers: ``json.dumps(fields, separators=(",", ":"), ensure_ascii=False)`` in
+    UTF-8. orjson writes the same bytes for strings (every code point escaped or not alike), ints
+    and None, several times faster; anything else (and strings orjson refuses: lone surrogates)
+    goes through json itself, so the bytes, and the errors, are json's."""
+    for value in fields:
+        if value is not None and type(value) is not str and type(value) is not int:
+            break
+    else:
+        try:
+            return orjson.dumps(fields)
+        except TypeError:
+            pass
+    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def entry_hash(prev_hash: str, record_id: str, position: int, action: str, actor: str,
@@ -43,22 +62,42 @@ def entry_hash(prev_hash: str, record_id: str, position: int, action: str, actor
     fields = [prev_hash, record_id, position, action, actor, timestamp, rationale, details]
     if extra is not None:  # entries without extra fields hash as they always have
         fields.append(extra)
-    content = json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
-    return _digest(content)
+    return _digest(_canonical(fields))
 
 
-def _digest(content: bytes) -> str:
-    key = _key()
+def _digest(content: bytes, key: bytes | None | bool = False) -> str:
+    """sha256 of ``content`` (HMAC under ``MEMBRANE_AUDIT_KEY`` when set; ``key`` passes a key
+    already read, or None for none)."""
+    if key is False:
+        key = signing_key()
     if key:
         return "hmac-sha256:" + hmac.new(key, content, hashlib.sha256).hexdigest()
-    return "sha256:" + hashlib.sha256(content).hexdigest()
+    return "sha256:" + sha256(content).hexdigest()
 
 
 def head_seal(record_id: str, position: int, last_hash: str) -> str:
     """The chain head a record stores: a seal over its newest entry's position and hash."""
-    content = json.dumps(["head", record_id, position, last_hash], separators=(",", ":"),
-                         ensure_ascii=False).encode()
-    return _digest(content)
+    return _digest(_canonical(["head", record_id, position, last_hash]))
+
+
+def new_chain(record_id: str, entries: list[tuple[str, str, str, float, str, str | None]],
+              key: bytes | None) -> tuple[list[tuple], str]:
+    """The audit rows (``ENTRY_COLUMNS`` order) and chain head of a record that has no entries
+    yet, from its ``entries`` of (action, actor, timestamp text, ts, rationale, extra text) in
+    chain order, hashed as ``entry_hash`` and ``head_seal`` would, under ``key`` (from
+    ``signing_key()``, read once by the caller)."""
+    rows = []
+    prev = GENESIS
+    position = 0
+    for action, actor, stamp, ts, rationale, extra in entries:
+        fields = [prev, record_id, position, action, actor, stamp, rationale, None]
+        if extra is not None:
+            fields.append(extra)
+        digest = _digest(_canonical(fields), key)
+        rows.append((record_id, position, action, actor, stamp, ts, rationale, None, extra, prev, digest))
+        prev = digest
+        position += 1
+    return rows, _digest(_canonical(["head", record_id, position - 1, prev]), key)
 
 
 def _scheme(digest: str) -> str:
@@ -152,34 +191,13 @@ def append_batch(conn: Connection, entries: list[dict[str, Any]]) -> dict[str, s
     return {rid: head_seal(rid, *last[rid]) for rid in ids}
 
 
-_ENTRY_COLUMNS = ("record_id", "position", "action", "actor", "timestamp", "ts", "rationale", "details",
+ENTRY_COLUMNS = ("record_id", "position", "action", "actor", "timestamp", "ts", "rationale", "details",
                   "extra", "prev_hash", "hash")
 
 
-def append_many(conn: Connection, rows: list[dict[str, Any]]) -> dict[str, str]:
-    """Bulk append for imports of new records: ``rows`` of (record_id, action, actor,
-    timestamp, rationale, and optionally ``ts``, the timestamp's epoch seconds, and ``extra``,
-    the entry's unknown extra fields) in chain order per record, for records with no entries
-    yet. Returns each record's chain head."""
-    heads: dict[str, str] = {}
-    positions: dict[str, int] = {}
-    out = []
-    for row in rows:
-        rid = row["record_id"]
-        position = positions.get(rid, 0)
-        prev = heads.get(rid, GENESIS)
-        stamp = row["timestamp"]
-        ts = row.get("ts")
-        if ts is None:
-            ts = to_epoch(parse_time(stamp))
-        extra = extra_text(row.get("extra"))
-        digest = entry_hash(prev, rid, position, row["action"], row["actor"], stamp, row["rationale"], None, extra)
-        out.append((rid, position, row["action"], row["actor"], stamp, ts, row["rationale"], None, extra, prev, digest))
-        heads[rid] = digest
-        positions[rid] = position + 1
-    if out:
-        insert_tuples(conn, audit_entries, _ENTRY_COLUMNS, out)
-    return {rid: head_seal(rid, positions[rid] - 1, digest) for rid, digest in heads.items()}
+def insert_entries(conn: Connection, rows: list[tuple]) -> None:
+    """Bulk insert of audit rows made by ``new_chain`` (an import's new records)."""
+    insert_tuples(conn, audit_entries, ENTRY_COLUMNS, rows)
 
 
 def _row_to_audit(r) -> AuditRow:
@@ -265,7 +283,7 @@ def verify(conn: Connection) -> list[Problem]:
     Problems come sorted by record id, then position. Reads one consistent snapshot (see
     ``_consistent_snapshot``), so writers committing meanwhile cause no false reports."""
     _consistent_snapshot(conn)
-    keyed = _key() is not None
+    keyed = signing_key() is not None
     expected_scheme = "hmac-sha256" if keyed else "sha256"
     heads: dict[str, str | None] = dict(conn.execute(select(records.c.id, records.c.audit_head)).all())
     archived_docs: dict[str, str] = {}

@@ -7,14 +7,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from collections.abc import Callable
 
 from sqlalchemy.engine import Connection
 
 from .errors import AlreadyExistsError, ValidationError
+from . import audit
 from .audit import extra_of
 from .salience import anchor_of
 from .schema import MAX_RECORD_BYTES, MemoryRecord, format_time, to_epoch, validate_record  # noqa: F401 (MAX_RECORD_BYTES re-exported)
-from .store import Store, record_row
+from .store import Store, record_values
 
 # MAX_RECORD_BYTES (8 MiB of one record's JSON) is checked by validate_record (schema.check_json).
 MAX_REPORTED = 200
@@ -87,53 +89,91 @@ def _index_of(location: str) -> int:
 
 @dataclass
 class PreparedImport:
-    records: list[MemoryRecord] = field(default_factory=list)
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    audit: list[dict[str, Any]] = field(default_factory=list)
-    # audit_end[i]: end of row i's entries in ``audit`` (they are in row order), so a batch of
-    # rows finds its entries by slicing.
-    audit_end: list[int] = field(default_factory=list)
+    """An import validated and turned into rows before the store is asked anything (what
+    ``prepare`` returns). Plain data, so it can be made in another process while this one
+    writes: ``bench/generate.py`` prepares chunks in side processes."""
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)  # of the valid records, in input order
+    index_of: dict[str, int] = field(default_factory=dict)  # id -> its item's index
+    in_import: set[str] = field(default_factory=set)  # every item's id, valid or not
+    relations: list[tuple[str, int, str]] = field(default_factory=list)  # (record id, k, target id)
+    rows: list[tuple] = field(default_factory=list)  # store.ROW_COLUMNS order, audit head set
+    audit: list[tuple] = field(default_factory=list)  # audit rows (audit.ENTRY_COLUMNS), chained
 
 
-def prepare_import(items: list[Any], store: Store, conn: Connection, now: datetime, actor: str) -> PreparedImport:
-    """Validate every item (collecting every problem), check ids and relation targets against
-    the store, and build the rows. Nothing is written here."""
-    problems: list[tuple[str, str]] = []
+PROGRESS_EVERY = 1000
+
+
+def prepare(items: list[Any], now: datetime, actor: str,
+            progress: Callable[[int, int], None] | None = None) -> PreparedImport:
+    """Validate every item (collecting every problem) and build the rows and audit chains of
+    the valid ones, calling ``progress(done, total)`` as items are validated. Nothing here
+    reads the store: ``check_and_write`` does that."""
+    out = PreparedImport()
     records: list[MemoryRecord] = []
-    seen: dict[str, int] = {}
+    seen = out.index_of
+    total = len(items)
     for index, item in enumerate(items):
+        if progress is not None and index % PROGRESS_EVERY == 0:
+            progress(index, total)
         try:
             record = validate_record(item)  # size, strict JSON, then the fields
         except ValidationError as exc:
             for loc, msg in exc.problems or [("record", str(exc))]:
-                problems.append((f"record {index}: {loc}", msg))
+                out.problems.append((f"record {index}: {loc}", msg))
             continue
         except RecursionError:
-            problems.append((f"record {index}", "JSON nested too deeply"))
+            out.problems.append((f"record {index}", "JSON nested too deeply"))
             continue
         if record.redacted:
-            problems.append((f"record {index}: redacted", "a redacted view cannot be imported (it has no payload)"))
+            out.problems.append((f"record {index}: redacted", "a redacted view cannot be imported (it has no payload)"))
             continue
         if record.id in seen:
-            problems.append((f"record {index}: id", f"duplicate id {record.id!r} (also record {seen[record.id]})"))
+            out.problems.append((f"record {index}: id", f"duplicate id {record.id!r} (also record {seen[record.id]})"))
             continue
         seen[record.id] = index
         records.append(record)
-    # Relation targets are checked for every valid record even when others failed, so one
-    # refusal reports every bad record. A target that is an (invalid) item of this import
-    # counts as "in the same import": that item is reported on its own.
-    in_import = set(seen) | {item.get("id") for item in items
-                             if isinstance(item, dict) and isinstance(item.get("id"), str)}
-    targets = {rel.target_id for r in records for rel in r.relations} - in_import
-    found = store.existing_ids(conn, list(targets), include_archive=False) if targets else set()
+    # A relation target that is an (invalid) item of this import counts as "in the same
+    # import": that item is reported on its own.
+    out.in_import = set(seen) | {item.get("id") for item in items
+                                 if isinstance(item, dict) and isinstance(item.get("id"), str)}
+    out.ids = list(seen)
+    if progress is not None:
+        progress(total, total)
+    if out.problems:
+        out.relations = [(r.id, k, rel.target_id) for r in records for k, rel in enumerate(r.relations)
+                         if rel.target_id not in out.in_import]
+        return out  # refused whatever the store says; relations are still checked, for the report
+    key = audit.signing_key()
+    own = ([("create", actor, format_time(now), to_epoch(now), "imported without an audit log", None)])
     for r in records:
+        s_a, a = anchor_of(r)
+        entries = [(e.action._value_, e.actor, format_time(e.timestamp), to_epoch(e.timestamp), e.rationale,
+                    audit.extra_text(extra_of(e))) for e in r.audit_log] or own
+        chain, head = audit.new_chain(r.id, entries, key)
+        out.audit.extend(chain)
+        out.rows.append(record_values(r, s_a, a, head, validated=True))
         for k, rel in enumerate(r.relations):
-            if rel.target_id not in in_import and rel.target_id not in found:
-                problems.append((f"record {seen[r.id]}: relations.{k}.target_id",
-                                 f"target {rel.target_id!r} is neither in the store nor in this import"))
+            if rel.target_id not in out.in_import:
+                out.relations.append((r.id, k, rel.target_id))
+    return out
+
+
+def check_and_write(prepared: PreparedImport, store: Store, conn: Connection) -> int:
+    """The store's half of an import, inside the caller's write transaction: relation targets
+    must exist (in the store or the same import), ids must be new; then every row goes in.
+    Refuses with ValidationError listing every problem (prepare's as well), or
+    AlreadyExistsError, before anything is written. Returns how many records were written."""
+    problems = list(prepared.problems)
+    targets = list({target for _, _, target in prepared.relations})
+    found = store.existing_ids(conn, targets, include_archive=False) if targets else set()
+    for rid, k, target in prepared.relations:
+        if target not in found:
+            problems.append((f"record {prepared.index_of[rid]}: relations.{k}.target_id",
+                             f"target {target!r} is neither in the store nor in this import"))
     problems.sort(key=lambda p: _index_of(p[0]))
     if not problems:
-        existing = store.existing_ids(conn, list(seen))
+        existing = store.existing_ids(conn, prepared.ids)
         if existing:
             first = sorted(existing)[0]
             raise AlreadyExistsError(first if len(existing) == 1 else
@@ -143,21 +183,7 @@ def prepare_import(items: list[Any], store: Store, conn: Connection, now: dateti
         more = f"; and {len(problems) - MAX_REPORTED} more" if len(problems) > MAX_REPORTED else ""
         summary = "; ".join(f"{loc}: {msg}" for loc, msg in shown)
         raise ValidationError(f"import refused, nothing was written: {summary}{more}", problems)
-
-    prepared = PreparedImport(records=records)
-    stamp_now = format_time(now)
-    ts_now = to_epoch(now)
-    rows_append, audit_append, end_append = prepared.rows.append, prepared.audit.append, prepared.audit_end.append
-    for r in records:
-        s_a, a = anchor_of(r)
-        rows_append(record_row(r, s_a, a, None, validated=True))
-        if r.audit_log:
-            for e in r.audit_log:
-                audit_append({"record_id": r.id, "action": e.action.value, "actor": e.actor,
-                              "timestamp": format_time(e.timestamp), "ts": to_epoch(e.timestamp),
-                              "rationale": e.rationale, "extra": extra_of(e)})
-        else:
-            audit_append({"record_id": r.id, "action": "create", "actor": actor, "timestamp": stamp_now,
-                          "ts": ts_now, "rationale": "imported without an audit log"})
-        end_append(len(prepared.audit))
-    return prepared
+    with store.bulk(conn, len(prepared.rows)):
+        audit.insert_entries(conn, prepared.audit)
+        store.insert_values(conn, prepared.rows)
+    return len(prepared.rows)

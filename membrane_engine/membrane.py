@@ -13,7 +13,7 @@ import numpy as np
 from . import audit
 from .columns import TYPE_NAMES, ColumnCache
 from .errors import NilTrustError, NotFoundError, ValidationError
-from .imports import prepare_import, read_file
+from .imports import PreparedImport, check_and_write, prepare, read_file
 from .metrics import compute_metrics
 from .retrieval import (
     Explanation,
@@ -43,7 +43,6 @@ from .store import DEFAULT_DB_PATH, Store, default_url
 from .trust import TrustContext, Verdict, as_trust, redact
 
 SAMPLE_STORE = Path(__file__).resolve().parent.parent / "sample_data" / "membrane_sample.json"
-IMPORT_BATCH = 5000
 
 try:  # curation lives in its own module; the facade inherits its operations
     from .curation import CurationMixin
@@ -112,25 +111,15 @@ class Membrane(CurationMixin):
             raise ValidationError(f"items must be a list (or other iterable) of records (got {type(items).__name__})",
                                   [("items", type(items).__name__)])
         actor = _check_actor(actor)
-        items = list(items)
+        # Validation and row building happen before the write lock is taken: the transaction
+        # only checks ids and relation targets against the store and inserts.
+        return self.import_prepared(prepare(list(items), self.now(), actor, progress))
+
+    def import_prepared(self, prepared: PreparedImport) -> int:
+        """The write half of ``import_records``, for an import ``imports.prepare`` made (possibly
+        in another process): one transaction, all or nothing, with the same refusals."""
         with self.store.write() as conn:
-            prepared = prepare_import(items, self.store, conn, self.now(), actor)
-            del items
-            done = 0
-            total = len(prepared.rows)
-            with self.store.bulk(conn, total):
-                for start in range(0, total, IMPORT_BATCH):
-                    end = min(total, start + IMPORT_BATCH)
-                    batch = prepared.rows[start:end]
-                    entries = prepared.audit[prepared.audit_end[start - 1] if start else 0:prepared.audit_end[end - 1]]
-                    heads = audit.append_many(conn, entries)
-                    for row in batch:
-                        row["audit_head"] = heads.get(row["id"])
-                    self.store.insert_rows(conn, batch)
-                    done += len(batch)
-                    if progress:
-                        progress(done, total)
-        return len(prepared.rows)
+            return check_and_write(prepared, self.store, conn)
 
     def import_file(self, path: str | Path, actor: str = "import",
                     progress: Callable[[int, int], None] | None = None) -> int:

@@ -18,11 +18,11 @@ from typing import Annotated, Any, Literal, Union
 
 import orjson
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     PlainSerializer,
+    WrapValidator,
     field_validator,
     model_serializer,
     model_validator,
@@ -53,6 +53,8 @@ def as_utc(value: datetime) -> datetime:
 
 
 def format_time(value: datetime) -> str:
+    if value.tzinfo is UTC and type(value) is datetime:  # the common case, same text: "...+00:00" -> "...Z"
+        return value.isoformat()[:-6] + "Z"
     return as_utc(value).replace(tzinfo=None).isoformat() + "Z"
 
 
@@ -69,12 +71,33 @@ def to_epoch(value: datetime | None) -> float:
     """Seconds since 1970 as a float; NaN for "unset" so numpy code can test it."""
     if value is None:
         return math.nan
+    if value.tzinfo is UTC:  # as_utc would return it unchanged
+        return value.timestamp()
     return as_utc(value).timestamp()
+
+
+# The common shape of a timestamp in Membrane JSON: second precision, UTC ("Z"), an hour below
+# 24 (Python 3.12 reads "T24:00:00" as the next midnight; pydantic may not).
+_PLAIN_UTC_STAMP = re.compile(r"\d{4}-\d\d-\d\dT(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\dZ", re.ASCII)
+_from_iso = datetime.fromisoformat
+
+
+def _utc_datetime(value: Any, handler: Any) -> datetime:
+    """A timestamp field: pydantic's datetime validation, then ``as_utc``. A string of the plain
+    shape above is read by ``datetime.fromisoformat``, which gives the same aware UTC datetime
+    without the two conversions (it refuses what pydantic would too, e.g. a 30th of February:
+    those go the general way and get pydantic's error)."""
+    if type(value) is str and len(value) == 20 and _PLAIN_UTC_STAMP.fullmatch(value) is not None:
+        try:
+            return _from_iso(value)
+        except ValueError:
+            pass
+    return as_utc(handler(value))
 
 
 UTCDateTime = Annotated[
     datetime,
-    AfterValidator(as_utc),
+    WrapValidator(_utc_datetime),
     PlainSerializer(format_time, return_type=str, when_used="json"),
 ]
 
@@ -676,6 +699,10 @@ def storage_problems(record: MemoryRecord) -> list[tuple[str, str]]:
     of their own: PostgreSQL refuses NUL characters and values over the column width (SQLite
     would store them), so both databases refuse them here, at the boundary. (Reads do not
     re-check: a store written before these rules stays readable.)"""
+    return [] if _storable(record) else _storage_problem_list(record)
+
+
+def _storage_problem_list(record: MemoryRecord) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
 
     def text(loc: str, value: str, limit: int | None) -> None:
@@ -689,6 +716,24 @@ def storage_problems(record: MemoryRecord) -> list[tuple[str, str]]:
         text(f"audit_log.{k}.actor", e.actor, MAX_ACTOR_LENGTH)
         text(f"audit_log.{k}.rationale", e.rationale, None)
     return problems
+
+
+def _storable(record: MemoryRecord) -> bool:
+    """True when ``storage_problems`` has nothing to report (the common case, checked without
+    building the problem list): no NUL character and every bounded string within its column."""
+    if len(record.id) > MAX_ID_LENGTH or len(record.scope) > MAX_SCOPE_LENGTH:
+        return False
+    texts = [record.id, record.scope]
+    for rel in record.relations:
+        if len(rel.target_id) > MAX_ID_LENGTH:
+            return False
+        texts.append(rel.target_id)
+    for e in record.audit_log:
+        if len(e.actor) > MAX_ACTOR_LENGTH:
+            return False
+        texts.append(e.actor)
+        texts.append(e.rationale)
+    return "\x00" not in "".join(texts)
 
 
 def check_json(data: dict[str, Any], where: str = "") -> None:

@@ -399,43 +399,58 @@ def like_contains(text: str) -> str:
     return f"%{escaped}%"
 
 
+# The columns record_values() fills, in its order (every column of ``records``).
+ROW_COLUMNS = ("id", "type", "sensitivity", "sens_level", "scope", "confidence", "created_at", "updated_at",
+               "anchor_salience", "anchor_at", "curve", "half_life", "min_salience", "max_age", "decay_points",
+               "pinned", "deletion_policy", "last_reinforced_at", "success_signal", "runs", "status", "tags", "doc",
+               "audit_head")
+
+
+def record_values(record: MemoryRecord, anchor_salience: float, anchor_at: float, audit_head: str | None,
+                  *, validated: bool = False) -> tuple:
+    """``record_row`` as a tuple in ROW_COLUMNS order (what bulk inserts hand the driver)."""
+    lifecycle = record.lifecycle
+    decay = lifecycle.decay
+    payload = record.payload
+    status = None
+    if payload is not None and getattr(payload, "revision", None) is not None:
+        status = payload.revision.status._value_
+    lri = lifecycle.last_reinforced_at
+    curve = decay.curve._value_  # an enum's _value_ is .value, without the descriptor call
+    return (
+        record.id,
+        record.type._value_,
+        record.sensitivity._value_,
+        sensitivity_level(record.sensitivity),
+        record.scope,
+        record.confidence,
+        to_epoch(record.created_at),
+        to_epoch(record.updated_at),
+        anchor_salience,
+        anchor_at,
+        CURVE_CODES[curve],
+        float(decay.half_life_seconds),
+        decay.min_salience,
+        float(decay.max_age_seconds),
+        json.dumps(decay.points) if curve == "custom" and decay.points else None,
+        lifecycle.pinned,
+        lifecycle.deletion_policy._value_,
+        None if lri is None or lri.year <= 1 else to_epoch(lri),
+        success_signal(record),
+        _runs(record),
+        status,
+        tags_json(record.tags),
+        _doc_text(record, anchor_salience, anchor_at, validated),
+        audit_head,
+    )
+
+
 def record_row(record: MemoryRecord, anchor_salience: float, anchor_at: float, audit_head: str | None,
                *, validated: bool = False) -> dict[str, Any]:
     """The row of a record, with the anchor written into its lifecycle as well (the doc is
     what reads return; the columns are what queries use: both come from here). ``validated``:
     the record was just built by validation (not edited since), which allows a faster dump."""
-    decay = record.lifecycle.decay
-    payload = record.payload
-    status = None
-    if payload is not None and getattr(payload, "revision", None) is not None:
-        status = payload.revision.status.value
-    lri = record.lifecycle.last_reinforced_at
-    return {
-        "id": record.id,
-        "type": record.type.value,
-        "sensitivity": record.sensitivity.value,
-        "sens_level": sensitivity_level(record.sensitivity),
-        "scope": record.scope,
-        "confidence": record.confidence,
-        "created_at": to_epoch(record.created_at),
-        "updated_at": to_epoch(record.updated_at),
-        "anchor_salience": anchor_salience,
-        "anchor_at": anchor_at,
-        "curve": CURVE_CODES[decay.curve.value],
-        "half_life": float(decay.half_life_seconds),
-        "min_salience": decay.min_salience,
-        "max_age": float(decay.max_age_seconds),
-        "decay_points": json.dumps(decay.points) if decay.curve.value == "custom" and decay.points else None,
-        "pinned": record.lifecycle.pinned,
-        "deletion_policy": record.lifecycle.deletion_policy.value,
-        "last_reinforced_at": None if lri is None or lri.year <= 1 else to_epoch(lri),
-        "success_signal": success_signal(record),
-        "runs": _runs(record),
-        "status": status,
-        "tags": tags_json(record.tags),
-        "doc": _doc_text(record, anchor_salience, anchor_at, validated),
-        "audit_head": audit_head,
-    }
+    return dict(zip(ROW_COLUMNS, record_values(record, anchor_salience, anchor_at, audit_head, validated=validated)))
 
 
 def _runs(record: MemoryRecord) -> float | None:
@@ -640,6 +655,12 @@ class Store:
             for table in tables:
                 found.update(conn.execute(select(table.c.id).where(table.c.id.in_(chunk))).scalars())
         return found
+
+    def insert_values(self, conn: Connection, rows: list[tuple]) -> None:
+        """``insert_rows`` for rows made by ``record_values`` (tuples in ROW_COLUMNS order)."""
+        if rows:
+            insert_tuples(conn, records, ROW_COLUMNS, rows)
+            insert_tuples(conn, changes, ("record_id",), [(r[0],) for r in rows])
 
     def insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         if rows:

@@ -82,7 +82,8 @@ with tab_in:
                     bar = st.progress(0.0, text="Validating every record…")
 
                     def progress(done: int, total: int) -> None:
-                        bar.progress(done / max(total, 1), text=f"Written {done:,} of {total:,}")
+                        text = f"Validated {done:,} of {total:,}" if done < total else "Writing…"
+                        bar.progress(done / max(total, 1), text=text)
 
                     actor = state.operator() or "console import"
                     try:
