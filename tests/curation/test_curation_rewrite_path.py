@@ -1,0 +1,99 @@
+"""Operations that only rewrite existing records (reinforce, penalize, retract, contest, pin, unpin,
+reclassify) are written by a shorter path (curation._execute_rewrites: the chain end read with the
+row, audit entries, changed columns and change log in one batch). It must write exactly what the
+general path (audit.append_batch, Store.update_row) writes."""
+
+from __future__ import annotations
+
+import pytest
+from curation_helpers import DAY, semantic
+
+from membrane_engine import audit, curation
+from membrane_engine.store import Store
+
+OPS = [
+    ("reinforce", ("a", "op", "useful"), {"gain": 0.2}),
+    ("reinforce", ("a", "op", "useful"), {}),
+    ("penalize", ("a", 0.05, "op", "misleading"), {}),
+    ("retract", ("a", "op", "false"), {}),
+    ("contest", ("a", "b", "op", "disputed"), {}),
+    ("pin", ("a", "op", "keep"), {}),
+    ("reclassify", ("a", "op", "moved"), {"sensitivity": "high", "scope": "beta", "tags": ["x", "ünï"]}),
+]
+
+
+class _Rollback(Exception):
+    pass
+
+
+def _written(conn, record_id: str) -> tuple[list[tuple], list[tuple], int]:
+    audit_rows = [tuple(r) for r in conn.exec_driver_sql(
+        "SELECT record_id, position, action, actor, timestamp, ts, rationale, details, extra, prev_hash, hash "
+        f"FROM audit_entries WHERE record_id = '{record_id}' ORDER BY position")]
+    record = [tuple(r) for r in conn.exec_driver_sql(f"SELECT * FROM records WHERE id = '{record_id}'")]
+    changes = conn.exec_driver_sql(f"SELECT count(*) FROM changes WHERE record_id = '{record_id}'").scalar()
+    return audit_rows, record, int(changes)
+
+
+def _by_general_path(m, op: str, args: tuple, kwargs: dict) -> tuple:
+    """What the general path writes for the operation (in a transaction that is rolled back)."""
+    out = None
+    try:
+        with m.store.write() as conn:
+            plan = curation.PLANNERS[op](curation._View(m.store, conn, True), m.now(), *args, **kwargs)
+            curation.execute(m.store, conn, plan)  # no view: the general path
+            out = _written(conn, args[0])
+            raise _Rollback
+    except _Rollback:
+        pass
+    return out
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["sha256", "hmac"])
+@pytest.mark.parametrize("op,args,kwargs", OPS, ids=[f"{op}{k}" for k, (op, _, _) in enumerate(OPS)])
+def test_rewrite_path_writes_what_the_general_path_writes(m, clock, monkeypatch, op, args, kwargs, keyed):
+    if keyed:
+        monkeypatch.setenv("MEMBRANE_AUDIT_KEY", "a key")
+    m.import_records([semantic("a"), semantic("b")])
+    m.reinforce("a", "op", "earlier entry")
+    clock.advance(DAY)
+    general = _by_general_path(m, op, args, kwargs)
+    getattr(m, op)(*args, **kwargs)
+    with m.store.read() as conn:
+        fast = _written(conn, args[0])
+    assert fast == general
+    assert m.verify_audit() == []
+
+
+def test_rewrite_path_starts_a_chain_like_the_general_path(m, clock, raw):
+    """A record whose audit rows are gone (verify reports it) gets a chain from the start, as
+    audit.append_batch would give it."""
+    m.import_records([semantic("a")])
+    raw.execute("DELETE FROM audit_entries WHERE record_id = 'a'")
+    clock.advance(DAY)
+    general = _by_general_path(m, "reinforce", ("a", "op", "r"), {})
+    m.reinforce("a", "op", "r")
+    with m.store.read() as conn:
+        assert _written(conn, "a") == general
+    assert general[0][0][1] == 0 and general[0][0][9] == audit.GENESIS
+
+
+def test_rewrites_take_the_short_path_and_others_the_general_one(m, clock, monkeypatch):
+    m.import_records([semantic("a"), semantic("b")])
+    calls: list[str] = []
+    for owner, name in ((Store, "write_updates"), (audit, "append_batch")):
+        original = getattr(owner, name)
+
+        def spy(*a, _original=original, _name=name, **k):
+            calls.append(_name)
+            return _original(*a, **k)
+
+        monkeypatch.setattr(owner, name, spy)
+    m.reinforce("a", "op", "r")
+    m.penalize("a", 0.1, "op", "r")
+    m.pin("b", "op", "r")
+    assert calls == ["write_updates"] * 3
+    calls.clear()
+    m.fork("b", semantic("c"), "op", "variant")  # creates a record: the general path
+    assert calls == ["append_batch"]
+    assert m.verify_audit() == []
