@@ -131,22 +131,25 @@ class CurationPlan:
 class _View:
     """What a planner may read. When applying, the transaction already holds the store's write
     lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL advisory lock) and rows are also locked
-    ``FOR UPDATE`` on PostgreSQL; a preview reads without locking."""
+    ``FOR UPDATE`` on PostgreSQL; a preview reads without locking. Rows read when applying are
+    kept with every stored column and their audit chain end (``stored``), so an operation that
+    only rewrites them is written without reading anything again (``execute``)."""
 
     def __init__(self, store: Store, conn: Connection, locking: bool, snapshot: Any = None):
         self.store = store
         self.conn = conn
         self.locking = locking
         self.snapshot = snapshot
+        self.stored: dict[str, tuple[dict[str, Any], tuple[int, str] | None]] = {}
 
     def rows(self, ids: Iterable[str]) -> dict[str, StoredRow]:
         unique = list(dict.fromkeys(ids))
-        if not self.locking or self.store.is_sqlite:
+        if not self.locking:
             return self.store.fetch(self.conn, unique)
-        out: dict[str, StoredRow] = {}
-        for start in range(0, len(unique), 900):
-            out.update(self.store.lock(self.conn, unique[start:start + 900]))
-        return out
+        found = self.store.rows_for_update(self.conn, unique)
+        self.stored.update(found)
+        return {rid: StoredRow(rid, json.loads(cols["doc"]), cols["anchor_salience"], cols["anchor_at"],
+                               cols["audit_head"]) for rid, (cols, _) in found.items()}
 
     def existing(self, ids: Iterable[str], include_archive: bool = True) -> set[str]:
         return self.store.existing_ids(self.conn, ids, include_archive=include_archive)
@@ -686,9 +689,55 @@ PLANNERS: dict[str, Callable[..., CurationPlan]] = {
 # --------------------------------------------------------------------------- applying a plan
 
 
-def execute(store: Store, conn: Connection, plan: CurationPlan) -> None:
+def _rewrites_only(plan: CurationPlan, v: _View | None) -> bool:
+    """The plan only rewrites records the view read under the write lock (and appends to their
+    audit chains): reinforce, penalize, retract, contest, pin, unpin, reclassify."""
+    return (v is not None and bool(plan.changes) and all(c.kind == "update" and c.record_id in v.stored
+                                                         for c in plan.changes)
+            and all(e.record_id in v.stored for e in plan.audit))
+
+
+def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _View) -> None:
+    """``execute`` for plans that only rewrite records read under the lock: their chain ends came
+    with the rows, so the entries are chained here as ``audit.append_batch`` chains them
+    (``audit.entry_hash``, ``audit.head_seal``) and written with the rows in one batch; a row gets
+    only the columns whose value changes (an index over unchanged columns is not rewritten)."""
+    last = {rid: end for rid, (_, end) in v.stored.items()}
+    entries: list[dict[str, Any]] = []
+    for e in plan.audit:
+        rid = e.record_id
+        position, prev = last[rid] or (-1, audit.GENESIS)
+        position += 1
+        action = e.action.value
+        stamp = format_time(e.timestamp)
+        details = audit.details_text(e.details)
+        digest = audit.entry_hash(prev, rid, position, action, e.actor, stamp, e.rationale, details, None)
+        entries.append({"record_id": rid, "position": position, "action": action, "actor": e.actor,
+                        "timestamp": stamp, "ts": to_epoch(e.timestamp), "rationale": e.rationale,
+                        "details": details, "extra": None, "prev_hash": prev, "hash": digest})
+        last[rid] = (position, digest)
+    heads = {rid: audit.head_seal(rid, *last[rid]) for rid in dict.fromkeys(e.record_id for e in plan.audit)}
+    updates = []
+    for c in plan.changes:
+        stored = v.stored[c.record_id][0]
+        row = record_row(c.after, *c.anchor, heads[c.record_id])
+        updates.append((c.record_id, {k: value for k, value in row.items()
+                                      if k != "id" and not _same(stored.get(k), value)}))
+    store.write_updates(conn, entries, updates)
+
+
+def _same(stored: Any, value: Any) -> bool:
+    """A stored column value equals the one to write (SQLite gives booleans back as 0/1)."""
+    return stored == value and (stored is None) == (value is None)
+
+
+def execute(store: Store, conn: Connection, plan: CurationPlan, v: _View | None = None) -> None:
     """Write a plan inside the caller's write transaction: audit entries first (they give each
-    record its new chain head), then the rows."""
+    record its new chain head), then the rows. ``v``: the view the plan was made with, when its
+    rows were read under the write lock (plans that only rewrite those rows take a shorter path)."""
+    if _rewrites_only(plan, v):
+        _execute_rewrites(store, conn, plan, v)  # type: ignore[arg-type]
+        return
     heads = audit.append_batch(conn, [
         {"record_id": e.record_id, "action": e.action, "actor": e.actor, "timestamp": e.timestamp,
          "rationale": e.rationale, "details": e.details} for e in plan.audit])
@@ -745,8 +794,9 @@ class CurationMixin:
         snapshot = self.columns.current() if op == "prune" else None  # type: ignore[attr-defined]
         with self.store.write() as conn:
             now = self.now()  # read after the write lock is held: operation times follow commit order
-            plan = planner(_View(self.store, conn, True, snapshot), now, *args, **kwargs)
-            execute(self.store, conn, plan)
+            view = _View(self.store, conn, True, snapshot)
+            plan = planner(view, now, *args, **kwargs)
+            execute(self.store, conn, plan, view)
         return plan
 
     # the operations (SPEC 8) ---------------------------------------------------------

@@ -21,7 +21,7 @@ import os
 import sqlite3
 from datetime import datetime, timezone
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -590,6 +590,92 @@ class Store:
             raise StoreUnavailableError(
                 f"the database file is gone ({self.display_url}: {str(self._file)!r} no longer exists); "
                 "nothing was read or written")
+
+    # rewriting existing records (curation's update path) -------------------------------
+    # A curation operation that only rewrites existing records (reinforce, penalize, pin, ...)
+    # reads each row together with its audit chain end in one statement, then writes the audit
+    # entries, the changed columns and the change log in one batch (a single round trip on
+    # PostgreSQL: a pipeline). Both go through the driver, as rows_in does: on PostgreSQL every
+    # statement is a round trip, and SQLAlchemy's per-statement work costs about what SQLite's own does.
+
+    def rows_for_update(self, conn: Connection, ids: Sequence[str]
+                        ) -> dict[str, tuple[dict[str, Any], tuple[int, str] | None]]:
+        """Every column of the records of ``ids`` that exist, each with its audit chain end
+        ((newest position, its hash), None when it has no entries), in one statement. On
+        PostgreSQL the rows are locked FOR UPDATE; a SQLite write transaction holds the database."""
+        unique = sorted(set(ids))
+        if not unique:
+            return {}
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        columns = ", ".join(f"r.{c}" for c in RECORD_COLUMNS)
+        out: dict[str, tuple[dict[str, Any], tuple[int, str] | None]] = {}
+        cursor = conn.connection.driver_connection.cursor()
+        try:
+            for start in range(0, len(unique), 900):
+                chunk = unique[start:start + 900]
+                where = f"WHERE r.id IN ({', '.join([mark] * len(chunk))})"
+                if self.is_sqlite:
+                    statement = (f"SELECT {columns}, a.position, a.hash FROM records r LEFT JOIN audit_entries a "
+                                 "ON a.record_id = r.id AND a.position = "
+                                 f"(SELECT max(e.position) FROM audit_entries e WHERE e.record_id = r.id) {where}")
+                else:
+                    statement = (f"SELECT {columns}, a.position, a.hash FROM records r LEFT JOIN LATERAL "
+                                 "(SELECT e.position, e.hash FROM audit_entries e WHERE e.record_id = r.id "
+                                 f"ORDER BY e.position DESC LIMIT 1) a ON true {where} ORDER BY r.id FOR UPDATE OF r")
+                cursor.execute(statement, chunk)
+                width = len(RECORD_COLUMNS)
+                for row in cursor.fetchall():
+                    end = None if row[width] is None else (int(row[width]), row[width + 1])
+                    out[row[0]] = (dict(zip(RECORD_COLUMNS, row[:width])), end)
+        finally:
+            cursor.close()
+        return out
+
+    _pipeline_mode: bool | None = None
+
+    @classmethod
+    def _pipelines(cls) -> bool:
+        """psycopg's pipeline mode is available (libpq 14 or later)."""
+        if cls._pipeline_mode is None:
+            import psycopg
+
+            cls._pipeline_mode = bool(psycopg.Pipeline.is_supported())
+        return cls._pipeline_mode
+
+    _AUDIT_ROW_COLUMNS = tuple(c.name for c in audit_entries.columns if c.name != "seq")
+    _UPDATABLE = frozenset(RECORD_COLUMNS) - {"id"}
+
+    def write_updates(self, conn: Connection, audit_rows: list[dict[str, Any]],
+                      updates: list[tuple[str, dict[str, Any]]]) -> None:
+        """Inside the caller's write transaction: append ``audit_rows`` (every audit_entries column
+        but ``seq``; hashes computed by the caller), set the given columns of each record of
+        ``updates`` ((id, {column: value})) and log each of those records in ``changes``."""
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        names = self._AUDIT_ROW_COLUMNS
+        audit_values = [tuple(row[c] for c in names) for row in audit_rows]
+        audit_sql = f"INSERT INTO audit_entries ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))})"
+        statements = []
+        for record_id, values in updates:
+            unknown = set(values) - self._UPDATABLE
+            if unknown:
+                raise ValueError(f"not an updatable column of records: {sorted(unknown)}")
+            if values:
+                statements.append((f"UPDATE records SET {', '.join(f'{c} = {mark}' for c in values)} WHERE id = {mark}",
+                                   [*values.values(), record_id]))
+        raw = conn.connection.driver_connection
+        pipelined = conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg" and self._pipelines()
+        with raw.pipeline() if pipelined else nullcontext():
+            cursor = raw.cursor()
+            try:
+                if audit_values:
+                    cursor.executemany(audit_sql, audit_values)
+                for statement, params in statements:
+                    cursor.execute(statement, params)
+                if updates:
+                    cursor.executemany(f"INSERT INTO changes (record_id) VALUES ({mark})",
+                                       [(record_id,) for record_id, _ in updates])
+            finally:
+                cursor.close()
 
     def _translate(self, exc: Exception) -> Exception:
         """The engine's error for a database error: a value the database refuses (DataError,

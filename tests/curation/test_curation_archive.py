@@ -98,7 +98,7 @@ def test_prune_loads_only_candidates(m, clock, monkeypatch):
                      [semantic("stale_pinned", lifecycle=lifecycle(pinned=True), **OLD)])
     m.columns.current()
     loaded: list[str] = []
-    for name in ("fetch", "lock"):
+    for name in ("fetch", "lock", "rows_for_update"):
         original = getattr(Store, name)
 
         def spy(self, conn, ids, _original=original):
