@@ -3,17 +3,20 @@
 S(t) depends on the evaluation instant, so no SQL index can order records by it. Instead the
 scalar columns of every record live here in numpy arrays, and gating, salience and ranking
 run as vectorized passes over them. The cache stays current through the ``changes`` log: before
-each query it reads the newest change number (one indexed lookup) and reloads only the rows
-written since, by this process or any other.
+each query it asks for the changes after its own (one indexed lookup, usually empty) and
+reloads only the rows written since, by this process or any other.
 
-Snapshots are immutable, and a new one shares everything it can with the one before, so keeping
-the cache current costs about what changed, not the size of the store:
+Snapshots are immutable to whoever holds them, and a new one shares everything it can with the
+one before, so keeping the cache current costs about what changed, not the size of the store:
 - each column lives in a buffer with spare capacity; a snapshot sees ``buffer[:n]``. Records
   added since are written past the old snapshots' ``n`` (which they never read), so appending
   copies nothing.
-- a change to existing rows copies only the columns whose values actually changed (a reinforce
-  touches the anchor and last_reinforced_at, not the other dozen columns); every other column is
-  shared with the previous snapshot. Nothing a published snapshot can read is ever written.
+- a change to existing rows is written into the buffers in place when the snapshot it replaces
+  is held by nobody but the cache (no query running, no caller keeping it, no view or slice of
+  those buffers alive: ``ColumnCache._unshared`` compares reference counts). Otherwise only the
+  columns whose values changed are copied (a reinforce touches the anchor and
+  last_reinforced_at, not the other dozen columns) and every other column is shared with the
+  previous snapshot. Nothing a snapshot that anyone holds can read is ever written.
 - ``row_of`` (id -> row) is one dict shared by all snapshots (rows are only ever added, never
   moved), seen through a ``RowIndex`` that hides rows beyond the snapshot's ``n``.
 """
@@ -21,6 +24,7 @@ the cache current costs about what changed, not the size of the store:
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -122,6 +126,7 @@ class _Columns:
         self.scope_index = {s: i for i, s in enumerate(scope_names)}
         self.custom = custom
         self.row_of = row_of
+        self.views: dict[str, np.ndarray] = {}
         self._curves: tuple[dict, CustomCurves] | None = None
 
     def curves(self) -> CustomCurves:
@@ -136,8 +141,11 @@ class _Columns:
         return len(self.buffers["ids"])
 
     def snapshot(self, seq: int) -> Snapshot:
+        """A snapshot of the first ``n`` rows; ``views`` keeps its view of each buffer (the cache
+        compares their reference counts to know whether anyone else holds them)."""
         n = self.n
         v = {name: buf[:n] for name, buf in self.buffers.items()}
+        self.views = v
         decay = DecayColumns(
             anchor_salience=v["anchor_salience"], anchor_at=v["anchor_at"], created_at=v["created_at"],
             curve=v["curve"], half_life=v["half_life"], min_salience=v["min_salience"], max_age=v["max_age"],
@@ -252,15 +260,28 @@ def _load(store: Store, conn) -> _Columns:
     return _Columns(buffers, n, scope_names, custom, row_of)
 
 
-def _apply(cols: _Columns, rows: list[tuple], gone: set[str]) -> None:
-    """Bring ``cols`` to the state after ``rows`` (changed or new records, SCALAR_COLUMNS tuples)
-    were written and ``gone`` were removed. Never writes where a published snapshot reads:
-    changed columns are copied, new rows go past every snapshot's end."""
-    n = cols.n
+@dataclass
+class _Patch:
+    """What a refresh does to the columns (``_patch``), before anything is written (``_write``)."""
+
+    fresh: dict[str, np.ndarray]  # decoded rows
+    fresh_custom: dict[int, tuple[tuple[float, float], ...]]
+    replace_at: list[int]  # existing rows that change ...
+    replace_from: list[int]  # ... to these fresh rows
+    append_from: list[int]  # fresh rows that are new records
+    gone_at: list[int]  # existing rows removed
+    scope_names: list[str]
+    scope_index: dict[str, int]
+    changed: set[str]  # columns whose values change in existing rows
+    grow: bool  # the appended rows do not fit: every buffer is reallocated
+
+
+def _patch(cols: _Columns, rows: list[tuple], gone: set[str]) -> _Patch:
+    """The change that brings ``cols`` to the state after ``rows`` (changed or new records,
+    SCALAR_COLUMNS tuples) were written and ``gone`` were removed; reads ``cols`` only."""
     scope_names = list(cols.scope_names)
     scope_index = dict(cols.scope_index)
     fresh = _decode(rows, scope_index, scope_names)
-    fresh_custom = _custom_of(rows, 0)
     replace_at: list[int] = []
     replace_from: list[int] = []
     append_from: list[int] = []
@@ -274,96 +295,196 @@ def _apply(cols: _Columns, rows: list[tuple], gone: set[str]) -> None:
     gone_at = [cols.row_of[rid] for rid in gone if rid in cols.row_of]
     ra = np.array(replace_at, dtype=np.int64)
     rf = np.array(replace_from, dtype=np.int64)
-    af = np.array(append_from, dtype=np.int64)
+    changed: set[str] = set()
+    for name, buf in cols.buffers.items():
+        if name == "alive":
+            hit = (len(ra) and not buf[ra].all()) or (gone_at and buf[gone_at].any())
+        elif name == "gate":
+            hit = ((len(ra) and not np.array_equal(buf[ra], fresh[name][rf]))
+                   or (gone_at and (buf[gone_at] != DEAD).any()))
+        elif len(ra):
+            old = buf[ra]
+            new = fresh[name][rf]
+            hit = not (np.array_equal(old, new, equal_nan=True) if old.dtype.kind == "f" else np.array_equal(old, new))
+        else:
+            hit = False
+        if hit:
+            changed.add(name)
+    return _Patch(fresh, _custom_of(rows, 0), replace_at, replace_from, append_from, gone_at, scope_names,
+                  scope_index, changed, cols.n + len(append_from) > cols.capacity)
+
+
+def _write(cols: _Columns, p: _Patch, in_place: bool) -> None:
+    """Apply ``p`` to ``cols``. New rows go past every published snapshot's end (no copy). Changed
+    columns are copied first (copy-on-write: snapshots handed out keep their values) unless
+    ``in_place``, which the caller may only pass when no snapshot that reads these buffers can
+    be reached by anyone else (``ColumnCache._unshared``)."""
+    n = cols.n
+    ra = np.array(p.replace_at, dtype=np.int64)
+    rf = np.array(p.replace_from, dtype=np.int64)
+    af = np.array(p.append_from, dtype=np.int64)
     k = len(af)
     buffers = dict(cols.buffers)
-    if n + k > cols.capacity:  # grow: the one case that copies every column
+    if p.grow:  # the one case that copies every column; the new buffers are nobody else's
         capacity = int((n + k) * _GROWTH) + 16
         for name, buf in buffers.items():
             grown = np.empty(capacity, dtype=buf.dtype)
             grown[:n] = buf[:n]
             buffers[name] = grown
+        in_place = True
     for name, buf in buffers.items():
-        new_values = fresh[name]
-        if name == "alive":
-            changed = (len(ra) and not buf[ra].all()) or (gone_at and buf[gone_at].any())
-        elif name == "gate":
-            changed = ((len(ra) and not np.array_equal(buf[ra], new_values[rf]))
-                       or (gone_at and (buf[gone_at] != DEAD).any()))
-        elif len(ra):
-            old = buf[ra]
-            new = new_values[rf]
-            changed = not (np.array_equal(old, new, equal_nan=True) if old.dtype.kind == "f" else np.array_equal(old, new))
-        else:
-            changed = False
-        if changed:
-            buf = buf.copy()  # copy-on-write: the previous snapshot keeps its buffer untouched
-            buffers[name] = buf
+        new_values = p.fresh[name]
+        if name in p.changed:
+            if not in_place:
+                buf = buf.copy()
+                buffers[name] = buf
             if name == "alive":
                 if len(ra):
                     buf[ra] = True
-                if gone_at:
-                    buf[gone_at] = False
+                if p.gone_at:
+                    buf[p.gone_at] = False
             else:
                 buf[ra] = new_values[rf]
-                if name == "gate" and gone_at:
-                    buf[gone_at] = DEAD
+                if name == "gate" and p.gone_at:
+                    buf[p.gone_at] = DEAD
         if k:
             buf[n:n + k] = new_values[af]  # past every published snapshot's end
     # Custom decay points: copied only when a custom row changes or arrives.
     custom = cols.custom
-    touched = set(replace_at) | set(gone_at)
-    if fresh_custom or any(i in custom for i in touched):
-        custom = {i: p for i, p in custom.items() if i not in touched}
-        for j, p in fresh_custom.items():
-            custom[replace_at[replace_from.index(j)] if j in replace_from else n + append_from.index(j)] = p
+    touched = set(p.replace_at) | set(p.gone_at)
+    if p.fresh_custom or any(i in custom for i in touched):
+        custom = {i: q for i, q in custom.items() if i not in touched}
+        for j, q in p.fresh_custom.items():
+            custom[p.replace_at[p.replace_from.index(j)] if j in p.replace_from else n + p.append_from.index(j)] = q
     row_of = cols.row_of
-    for offset, j in enumerate(append_from):
-        row_of[fresh["ids"][j]] = n + offset  # invisible to older snapshots (RowIndex bounds)
+    for offset, j in enumerate(p.append_from):
+        row_of[p.fresh["ids"][j]] = n + offset  # invisible to older snapshots (RowIndex bounds)
     cols.buffers = buffers
     cols.n = n + k
-    if len(scope_names) != len(cols.scope_names):
-        cols.scope_names = scope_names
-        cols.scope_index = scope_index
+    if len(p.scope_names) != len(cols.scope_names):
+        cols.scope_names = p.scope_names
+        cols.scope_index = p.scope_index
     cols.custom = custom
 
 
 class ColumnCache:
-    """Hands out a current Snapshot; thread-safe, shared by every query of one Membrane."""
+    """Hands out a current Snapshot; thread-safe, shared by every query of one Membrane.
+
+    A refresh after a small write costs about the rows written, not the store's size: when the
+    snapshot it replaces is held by nobody but the cache (its reference counts are what the
+    cache's own references make them, the check numpy's ``resize(refcheck=True)`` makes), the
+    changed rows are written into the buffers in place. A snapshot that someone still holds (a
+    query running in another thread, a caller keeping it) is never written: the changed columns
+    are copied instead. Snapshots are handed out and replaced under ``_swap``, so none can be
+    picked up between the check and the write."""
 
     def __init__(self, store: Store):
         self._store = store
         self._snapshot: Snapshot | None = None
         self._columns: _Columns | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one refresh at a time
+        self._swap = threading.Lock()  # handing out and replacing the snapshot
 
     def current(self) -> Snapshot:
         with self._store.read() as conn:
-            seq = self._store.change_counter(conn)
-            snap = self._snapshot
-            if snap is not None and snap.seq == seq:
-                return snap
-            with self._lock:
+            with self._swap:
                 snap = self._snapshot
-                if snap is not None and snap.seq >= seq:
+            if snap is None:
+                seen, log = None, None
+            else:
+                seen, log = snap.seq, self._store.changes_after(conn, snap.seq)
+                if not log:
                     return snap
-                cols = self._columns
-                if snap is None or cols is None:
-                    cols = _load(self._store, conn)
-                else:
-                    changed = self._store.changed_since(conn, snap.seq)
-                    if len(changed) > _FULL_RELOAD_FRACTION * max(cols.n, 1000):
-                        cols = _load(self._store, conn)
-                    else:
-                        rows = self._store.scalar_rows(conn, sorted(changed))
-                        present = {r[0] for r in rows}
-                        _apply(cols, rows, changed - present)
-                new = cols.snapshot(seq)
-                self._columns = cols
-                self._snapshot = new
-                return new
+            del snap  # a reference of our own would make the snapshot look shared
+            with self._lock:
+                return self._refresh(conn, seen, log)
+
+    def _refresh(self, conn, seen: int | None, log: list[tuple[int, str]] | None) -> Snapshot:
+        """The snapshot brought up to date (under ``_lock``, inside a read transaction); ``log``:
+        the changes after ``seen`` that the caller read (read again when another thread has
+        refreshed the snapshot meanwhile)."""
+        cols = self._columns
+        seq = self._snapshot.seq if self._snapshot is not None else None
+        if seq is None or cols is None:
+            return self._reload(conn)
+        if seq != seen or log is None:
+            log = self._store.changes_after(conn, seq)
+            if not log:
+                return self._handout()
+        changed = {rid for _, rid in log}
+        if len(changed) > _FULL_RELOAD_FRACTION * max(cols.n, 1000):
+            return self._reload(conn)
+        rows = self._store.scalar_rows(conn, sorted(changed))
+        patch = _patch(cols, rows, changed - {r[0] for r in rows})
+        new_seq = log[-1][0]
+        with self._swap:
+            if not patch.grow and self._unshared(patch.changed):
+                _write(cols, patch, in_place=True)
+                return self._publish(cols, new_seq)
+        _write(cols, patch, in_place=False)
+        with self._swap:
+            return self._publish(cols, new_seq)
+
+    def _reload(self, conn) -> Snapshot:
+        seq = self._store.change_counter(conn)
+        cols = _load(self._store, conn)
+        with self._swap:
+            return self._publish(cols, seq)
+
+    def _handout(self) -> Snapshot:
+        with self._swap:
+            return self._snapshot  # type: ignore[return-value]
+
+    def _publish(self, cols: _Columns, seq: int) -> Snapshot:
+        """Make a snapshot of ``cols`` the current one (under ``_swap``)."""
+        self._columns = cols
+        self._snapshot = cols.snapshot(seq)
+        return self._snapshot
+
+    def _unshared(self, names: set[str]) -> bool:
+        """Nobody but the cache can reach the current snapshot or the buffers of ``names`` (under
+        ``_swap``, so nobody can pick the snapshot up meanwhile): its reference counts, and those
+        of these buffers and their views, are the ones the cache's own references make
+        (``_OWN_REFS``, measured on a cache nobody else knows). Any other holder, even of a
+        single view or a slice of a buffer, adds a reference."""
+        if self._snapshot is None or self._columns is None or not _REFCOUNTS_TELL:
+            return False
+        return _ref_counts(self, names) == _own_refs(names)
 
     def invalidate(self) -> None:
-        with self._lock:
+        with self._lock, self._swap:
             self._snapshot = None
             self._columns = None
+
+
+def _ref_counts(cache: ColumnCache, names: set[str]) -> dict[str, int]:
+    """Reference counts of the cache's snapshot, its decay columns and, per name, the buffer and
+    the snapshot's view of it (the same code measures ``_OWN_REFS``, so the counts compare)."""
+    snap = cache._snapshot
+    cols = cache._columns
+    out = {"snapshot": sys.getrefcount(snap), "decay": sys.getrefcount(snap.decay)}
+    for name in names:
+        out[name] = sys.getrefcount(cols.buffers[name])
+        out["view:" + name] = sys.getrefcount(cols.views[name])
+    return out
+
+
+_OWN_REFS: dict[str, int] = {}
+# Reference counts tell who holds an object only on CPython with its GIL (a free-threaded build
+# counts references per thread, other interpreters have none): elsewhere the cache always copies.
+_REFCOUNTS_TELL = (sys.implementation.name == "cpython" and hasattr(sys, "getrefcount")
+                   and getattr(sys, "_is_gil_enabled", lambda: True)())
+
+
+def _own_refs(names: set[str]) -> dict[str, int]:
+    """``_ref_counts`` of a cache whose snapshot nobody else holds: one made here, on one row."""
+    if not _OWN_REFS:
+        buffers = {name: np.zeros(1, dtype=dtype) for name, dtype in _DTYPES.items()}
+        cache = ColumnCache(None)  # type: ignore[arg-type]
+        cache._publish(_Columns(buffers, 1, [""], {}, {}), 0)
+        _OWN_REFS.update(_ref_counts(cache, set(_DTYPES)))
+    out = {"snapshot": _OWN_REFS["snapshot"], "decay": _OWN_REFS["decay"]}
+    for name in names:
+        out[name] = _OWN_REFS[name]
+        out["view:" + name] = _OWN_REFS["view:" + name]
+    return out

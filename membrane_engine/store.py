@@ -830,6 +830,17 @@ class Store:
     def changed_since(self, conn: Connection, seq: int) -> set[str]:
         return set(conn.execute(select(changes.c.record_id).where(changes.c.seq > seq)).scalars())
 
+    def changes_after(self, conn: Connection, seq: int) -> list[tuple[int, str]]:
+        """(seq, record id) of every change after ``seq``, in order, through the driver: what a
+        column cache at ``seq`` checks before each query (usually nothing: one indexed lookup)."""
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        cursor = conn.connection.driver_connection.cursor()
+        try:
+            cursor.execute(f"SELECT seq, record_id FROM changes WHERE seq > {mark} ORDER BY seq", (int(seq),))
+            return [(int(s), rid) for s, rid in cursor.fetchall()]
+        finally:
+            cursor.close()
+
     def scalar_rows(self, conn: Connection, ids: Sequence[str]) -> list[tuple]:
         """SCALAR_COLUMNS of the records of ``ids`` that exist."""
         return rows_in(conn, "records", SCALAR_SELECT, "id", ids)
