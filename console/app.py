@@ -47,7 +47,7 @@ navigation = st.navigation(
 
 with st.sidebar:
     st.caption("Store")
-    st.code(state.display_url(), language=None, wrap_lines=True)
+    st.text(state.display_url())  # not st.code: that loads the code highlighter on every page
 
 # A MembraneError a page did not handle (the store locked, gone or unreachable mid-session)
 # ends as a message, not a traceback.

@@ -68,7 +68,9 @@ def record_card(record: MemoryRecord, verdict: str | None = None,
                 st.markdown(f"**#{rank}** :{color}-badge[{verdict.upper()}]")
             else:
                 verdict_badge(verdict)
-        head[1].code(clean(record.id, 300), language=None)
+        # Plain text, not st.code: ten code blocks per page cost the browser about 0.2 s of script
+        # time on every simulator load (bench/browser.py), for a copy button on an id.
+        head[1].text(clean(record.id, 300))
         if explain is not None:
             with head[2].popover("why?", width="stretch"):
                 show_explanation(explain())

@@ -171,7 +171,7 @@ def test_simulator_url_restores_the_simulation(engine: Membrane) -> None:
     assert metric(at, "Confidence") == "0.873"
     assert metric(at, "Needs more") == "no"
     assert metric(at, "Returned") == "1"
-    assert FLAKY_V1 in [c.value for c in at.code]
+    assert FLAKY_V1 in [t.value for t in at.text]
     # The page writes the simulation back into the URL.
     q = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
     assert q["max_sensitivity"] == "low" and q["memory_types"] == "competence" and q["as_of"] == AS_OF
