@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+import threading
 from pathlib import Path
 
 APP = Path(__file__).resolve().parent / "app.py"
+PREWARM_THREAD = "membrane-prewarm"
+
+
+def prewarm(url: str) -> None:
+    """Open the store and load its column cache into the console's cached engine (the
+    ``st.cache_resource`` entry the pages use), so the first page does not wait for it: at a
+    million records that load takes seconds. Failures are left for the pages to report."""
+    # Streamlit warns once per call that this thread runs no script; that is the point of it.
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
+        lambda record: record.threadName != PREWARM_THREAD)
+    try:
+        from console import state
+
+        state._open(url).columns.current()
+        import pandas  # noqa: F401  (the first st.dataframe would import it)
+    except Exception:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", help="SQLAlchemy URL of the store (default: $MEMBRANE_DB_URL, else ~/.membrane/membrane.db with the sample store)")
     parser.add_argument("--port", type=int, default=8501)
     parser.add_argument("--address", default="127.0.0.1")
+    parser.add_argument("--no-prewarm", action="store_true",
+                        help="do not open the store and load its cache while the server starts (the first page will)")
     args = parser.parse_args(argv)
     from streamlit.web import cli as stcli
 
@@ -29,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.db:
         sys.argv += ["--", "--db", args.db]
     os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+    if not args.no_prewarm:
+        # The same URL the pages will ask for (console.state.store_url, after Streamlit's argv).
+        url = args.db or os.environ.get("MEMBRANE_DB_URL") or ""
+        threading.Thread(target=prewarm, args=(url,), name=PREWARM_THREAD, daemon=True).start()
     return stcli.main()
 
 
