@@ -300,18 +300,21 @@ def _patch(cols: _Columns, rows: list[tuple], gone: set[str]) -> _Patch:
         if name == "alive":
             hit = (len(ra) and not buf[ra].all()) or (gone_at and buf[gone_at].any())
         elif name == "gate":
-            hit = ((len(ra) and not np.array_equal(buf[ra], fresh[name][rf]))
-                   or (gone_at and (buf[gone_at] != DEAD).any()))
-        elif len(ra):
-            old = buf[ra]
-            new = fresh[name][rf]
-            hit = not (np.array_equal(old, new, equal_nan=True) if old.dtype.kind == "f" else np.array_equal(old, new))
+            hit = (len(ra) and _differs(buf[ra], fresh[name][rf])) or (gone_at and (buf[gone_at] != DEAD).any())
         else:
-            hit = False
+            hit = len(ra) and _differs(buf[ra], fresh[name][rf])
         if hit:
             changed.add(name)
     return _Patch(fresh, _custom_of(rows, 0), replace_at, replace_from, append_from, gone_at, scope_names,
                   scope_index, changed, cols.n + len(append_from) > cols.capacity)
+
+
+def _differs(old: np.ndarray, new: np.ndarray) -> bool:
+    """Some value differs (NaN equals NaN). A few rows (the usual refresh) are compared as Python
+    scalars: a dozen numpy calls per column would cost more than the rest of the refresh."""
+    if len(old) <= 64:
+        return any(a != b and (a == a or b == b) for a, b in zip(old.tolist(), new.tolist()))
+    return not (np.array_equal(old, new, equal_nan=True) if old.dtype.kind == "f" else np.array_equal(old, new))
 
 
 def _write(cols: _Columns, p: _Patch, in_place: bool) -> None:

@@ -162,3 +162,23 @@ def test_concurrent_queries_never_see_their_snapshot_change(sqlite_url):
         assert _columns_by_id(m.columns.current()) == _cold(m)
     finally:
         m.close()
+
+
+def test_changed_columns_are_found_for_few_rows_and_many():
+    from membrane_engine.columns import _differs
+
+    nan = float("nan")
+    for size in (3, 200):  # compared as Python scalars, and by numpy
+        a = np.arange(size, dtype=float)
+        a[0] = nan
+        assert not _differs(a, a.copy())
+        b = a.copy()
+        b[0] = 1.0
+        assert _differs(a, b) and _differs(b, a)
+        b = a.copy()
+        b[-1] = nan
+        assert _differs(a, b)
+        ids = np.array([f"r{k}" for k in range(size)], dtype=object)
+        other = ids.copy()
+        other[-1] = "x"
+        assert not _differs(ids, ids.copy()) and _differs(ids, other)
