@@ -61,12 +61,16 @@ def free_port() -> int:
 
 
 class ConsoleServer:
-    """`streamlit run console/app.py -- --db URL` in its own process group."""
+    """`streamlit run console/app.py -- --db URL` in its own process group; with ``launcher="cli"``,
+    `membrane-console --db URL` (console/cli.py: the console as operators start it)."""
 
-    def __init__(self, name: str, db_url: str, workdir: Path):
+    def __init__(self, name: str, db_url: str, workdir: Path, launcher: str = "streamlit"):
+        if launcher not in ("streamlit", "cli"):
+            raise ValueError(f"launcher must be 'streamlit' or 'cli', not {launcher!r}")
         self.name = name
         self.db_url = db_url
         self.workdir = workdir
+        self.launcher = launcher
         self.log_path = workdir / f"{name}-server.log"
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -75,22 +79,29 @@ class ConsoleServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 90.0) -> "ConsoleServer":
-        self.port = free_port()
-        cmd = [sys.executable, "-m", "streamlit", "run", str(APP),
-               "--server.port", str(self.port), "--server.address", "127.0.0.1",
-               "--server.headless", "true", "--browser.gatherUsageStats", "false",
-               # pages are plain scripts: no watcher needed, and polling would cost CPU in CI
-               "--server.fileWatcherType", "none", "--server.runOnSave", "false",
-               "--", "--db", self.db_url]
+    def start(self, timeout: float = 90.0, port: int | None = None) -> "ConsoleServer":
+        """Start and wait until healthy. ``port``: listen there (say, the port of this server before
+        a ``stop``, so a browser's cache of the console's assets still applies); default a free one."""
+        self.port = port or free_port()
+        if self.launcher == "cli":
+            cmd = [sys.executable, "-m", "console.cli", "--db", self.db_url, "--port", str(self.port),
+                   "--address", "127.0.0.1"]
+        else:
+            cmd = [sys.executable, "-m", "streamlit", "run", str(APP),
+                   "--server.port", str(self.port), "--server.address", "127.0.0.1",
+                   "--server.headless", "true", "--browser.gatherUsageStats", "false",
+                   # pages are plain scripts: no watcher needed, and polling would cost CPU in CI
+                   "--server.fileWatcherType", "none", "--server.runOnSave", "false",
+                   "--", "--db", self.db_url]
         env = dict(os.environ)
         env.pop("MEMBRANE_DB_URL", None)  # --db decides; nothing may fall back to a default store
         env["MEMBRANE_HOME"] = str(self.workdir / "membrane-home")
         env["PYTHONUNBUFFERED"] = "1"
-        self._log = self.log_path.open("wb")
+        self._log = self.log_path.open("ab")  # a restart adds to the log of the run before
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
-        SERVERS.append(self)
+        if self not in SERVERS:
+            SERVERS.append(self)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
