@@ -25,13 +25,7 @@ MAX_REPORTED = 200
 def read_file(path: Any) -> list[Any]:
     """Records from a ``.json`` array (or single object) or a ``.jsonl`` file; a file that does
     not parse is refused with the line and column where it breaks."""
-    if not isinstance(path, (str, Path)) or str(path) == "":
-        raise ValidationError(f"path must be a file path (got {path!r})", [("path", repr(path))])
-    path = Path(path)
-    if not path.exists():
-        raise ValidationError(f"file {str(path)!r} does not exist", [("path", str(path))])
-    if not path.is_file():
-        raise ValidationError(f"path {str(path)!r} is not a file", [("path", str(path))])
+    path = read_file_checks(path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -40,6 +34,18 @@ def read_file(path: Any) -> list[Any]:
     except OSError as exc:
         raise ValidationError(f"path {str(path)!r} cannot be read ({exc.strerror or exc})", [("path", str(path))]) from None
     return parse_text(text, jsonl=path.suffix.lower() == ".jsonl", name=path.name)
+
+
+def read_file_checks(path: Any) -> Path:
+    """``path`` as a Path, refused unless it names an existing file."""
+    if not isinstance(path, (str, Path)) or str(path) == "":
+        raise ValidationError(f"path must be a file path (got {path!r})", [("path", repr(path))])
+    path = Path(path)
+    if not path.exists():
+        raise ValidationError(f"file {str(path)!r} does not exist", [("path", str(path))])
+    if not path.is_file():
+        raise ValidationError(f"path {str(path)!r} is not a file", [("path", str(path))])
+    return path
 
 
 def _refuse_constant(name: str) -> Any:
@@ -105,17 +111,19 @@ PROGRESS_EVERY = 1000
 
 
 def prepare(items: list[Any], now: datetime, actor: str,
-            progress: Callable[[int, int], None] | None = None) -> PreparedImport:
+            progress: Callable[[int, int], None] | None = None, first_index: int = 0) -> PreparedImport:
     """Validate every item (collecting every problem) and build the rows and audit chains of
     the valid ones, calling ``progress(done, total)`` as items are validated. Nothing here
-    reads the store: ``check_and_write`` does that."""
+    reads the store: ``check_and_write`` does that. ``first_index``: the index of ``items[0]``
+    in the whole import, when it comes in parts (problems name records by that index)."""
     out = PreparedImport()
     records: list[MemoryRecord] = []
     seen = out.index_of
     total = len(items)
-    for index, item in enumerate(items):
-        if progress is not None and index % PROGRESS_EVERY == 0:
-            progress(index, total)
+    for offset, item in enumerate(items):
+        index = first_index + offset
+        if progress is not None and offset % PROGRESS_EVERY == 0:
+            progress(offset, total)
         try:
             record = validate_record(item)  # size, strict JSON, then the fields
         except ValidationError as exc:
@@ -160,7 +168,8 @@ def prepare(items: list[Any], now: datetime, actor: str,
 
 
 def check_and_write(prepared: PreparedImport, store: Store, conn: Connection) -> int:
-    """The store's half of an import, inside the caller's write transaction: relation targets
+    """The store's half of an import, inside the caller's write transaction (and its
+    ``Store.bulk`` settings, for a large one): relation targets
     must exist (in the store or the same import), ids must be new; then every row goes in.
     Refuses with ValidationError listing every problem (prepare's as well), or
     AlreadyExistsError, before anything is written. Returns how many records were written."""
@@ -183,7 +192,6 @@ def check_and_write(prepared: PreparedImport, store: Store, conn: Connection) ->
         more = f"; and {len(problems) - MAX_REPORTED} more" if len(problems) > MAX_REPORTED else ""
         summary = "; ".join(f"{loc}: {msg}" for loc, msg in shown)
         raise ValidationError(f"import refused, nothing was written: {summary}{more}", problems)
-    with store.bulk(conn, len(prepared.rows)):
-        audit.insert_entries(conn, prepared.audit)
-        store.insert_values(conn, prepared.rows)
+    audit.insert_entries(conn, prepared.audit)
+    store.insert_values(conn, prepared.rows)
     return len(prepared.rows)

@@ -13,7 +13,7 @@ import numpy as np
 from . import audit
 from .columns import TYPE_NAMES, ColumnCache
 from .errors import NilTrustError, NotFoundError, ValidationError
-from .imports import PreparedImport, check_and_write, prepare, read_file
+from .imports import PreparedImport, check_and_write, prepare, read_file, read_file_checks
 from .metrics import compute_metrics
 from .retrieval import (
     Explanation,
@@ -115,15 +115,43 @@ class Membrane(CurationMixin):
         # only checks ids and relation targets against the store and inserts.
         return self.import_prepared(prepare(list(items), self.now(), actor, progress))
 
-    def import_prepared(self, prepared: PreparedImport) -> int:
-        """The write half of ``import_records``, for an import ``imports.prepare`` made (possibly
-        in another process): one transaction, all or nothing, with the same refusals."""
-        with self.store.write() as conn:
-            return check_and_write(prepared, self.store, conn)
+    def import_prepared(self, parts: PreparedImport | Iterable[PreparedImport], expected: int | None = None,
+                        progress: Callable[[int], None] | None = None) -> int:
+        """The write half of ``import_records``, for what ``imports.prepare`` made (possibly in
+        other processes): one part, or an iterable of parts written as they arrive, all in one
+        transaction, all or nothing, with import_records's refusals. A part's relations may
+        point to records of earlier parts. ``expected``: how many records the parts hold in
+        all, so a large import gets the bulk settings from its start; ``progress(written)``
+        after each part. Returns how many records were written."""
+        if isinstance(parts, PreparedImport):
+            parts, expected = [parts], len(parts.rows)
+        written = 0
+        with self.store.write() as conn, self.store.bulk(conn, expected or 0):
+            for part in parts:
+                written += check_and_write(part, self.store, conn)
+                if progress is not None:
+                    progress(written)
+        self.store.after_bulk(written)
+        return written
 
     def import_file(self, path: str | Path, actor: str = "import",
-                    progress: Callable[[int, int], None] | None = None) -> int:
-        return self.import_records(read_file(path), actor=actor, progress=progress)
+                    progress: Callable[[int, int], None] | None = None, workers: int = 1) -> int:
+        """Import a ``.json`` or ``.jsonl`` file, all or nothing, as ``import_records``.
+        ``workers`` > 1 validates a ``.jsonl`` file's records in that many processes while this
+        one writes (``jsonl_import``); ``progress(done, total)`` then counts records written."""
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise ValidationError(f"workers must be a whole number >= 1 (got {workers!r})", [("workers", repr(workers))])
+        if workers == 1 or not (isinstance(path, (str, Path)) and str(path).lower().endswith(".jsonl")):
+            return self.import_records(read_file(path), actor=actor, progress=progress)
+        from . import jsonl_import
+
+        path = Path(path)
+        read_file_checks(path)
+        actor = _check_actor(actor)
+        total = jsonl_import.count_records(path)
+        parts = jsonl_import.prepared_parts(path, self.now(), actor, workers)
+        report = (lambda written: progress(written, total)) if progress is not None else None
+        return self.import_prepared(parts, expected=total, progress=report)
 
     def iter_export(self, ids: Iterable[str] | None = None, trust: TrustContext | None = None,
                     as_of: datetime | None = None, batch: int = 2000) -> Iterator[dict[str, Any]]:

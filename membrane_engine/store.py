@@ -103,8 +103,6 @@ records = Table(
     Index("ix_records_gate", "type", "sens_level", "scope"),
     Index("ix_records_scope", "scope"),
     Index("ix_records_created", "created_at"),
-    Index("ix_records_anchor", "anchor_salience", "anchor_at"),
-    Index("ix_records_decay", "curve", "half_life", "pinned"),
 )
 
 audit_entries = Table(
@@ -175,7 +173,10 @@ SQLITE_SCALAR_INDEX = (
 
 
 BULK_ROWS = 5000  # imports at least this large get Store.bulk() settings
-BULK_CACHE_KIB = -262144  # SQLite page cache during a bulk write (negative: KiB), 256 MiB
+# SQLite page cache during a bulk write, in KiB: about 2 KiB per record written (the index
+# pages its inserts touch at random stay in memory, so a large import is not I/O bound), from
+# 256 MiB up to 1 GiB.
+BULK_CACHE_KIB = (262_144, 1_048_576)
 RECORD_COLUMNS = tuple(c.name for c in records.columns)
 _ROW_DEFAULTS = {"scope": "", "tags": "[]"}
 
@@ -734,12 +735,9 @@ class Store:
 
     def existing_ids(self, conn: Connection, ids: Iterable[str], include_archive: bool = True) -> set[str]:
         unique = list(dict.fromkeys(ids))
-        found: set[str] = set()
-        tables = (records, archive) if include_archive else (records,)
-        for start in range(0, len(unique), 900):
-            chunk = unique[start:start + 900]
-            for table in tables:
-                found.update(conn.execute(select(table.c.id).where(table.c.id.in_(chunk))).scalars())
+        found = {row[0] for row in rows_in(conn, "records", ("id",), "id", unique)}
+        if include_archive:
+            found.update(row[0] for row in rows_in(conn, "archive", ("id",), "id", unique))
         return found
 
     def insert_values(self, conn: Connection, rows: list[tuple]) -> None:
@@ -782,11 +780,20 @@ class Store:
                 conn.exec_driver_sql(f"ANALYZE {table}")
             return
         before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
-        conn.exec_driver_sql(f"PRAGMA cache_size = {BULK_CACHE_KIB}")
+        low, high = BULK_CACHE_KIB
+        conn.exec_driver_sql(f"PRAGMA cache_size = {-min(high, max(low, 2 * rows))}")  # negative: KiB
         try:
             yield
         finally:
             conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
+
+    def after_bulk(self, rows: int) -> None:
+        """After a large write committed: on SQLite, the write-ahead log copied into the
+        database and truncated (the automatic checkpoint copies it but leaves the file at its
+        largest, the size of the whole import)."""
+        if rows >= BULK_ROWS and self.is_sqlite:
+            with self.engine.connect() as conn:  # the driver's own: no BEGIN around the pragma
+                conn.connection.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
 
     # archive ------------------------------------------------------------------
 
