@@ -3,12 +3,10 @@
     python -m bench.generate --n 1000000 --db sqlite:////tmp/m1.db
 
 Records come in blocks of ``BLOCK`` whose random stream depends only on (seed, block number),
-so the same seed and N always give the same store, whatever the import chunk size. Every record
-goes through the engine's import, in chunks of ``--chunk`` records, one transaction each: the
-two halves of ``Membrane.import_records`` run in different processes, so both cores work.
-Side processes generate a chunk and hand it to ``imports.prepare`` (validation, rows, audit
-chains); this process writes each prepared chunk with ``Membrane.import_prepared`` (relation
-targets and ids checked against the store, then the inserts).
+so the same seed and N always give the same store. The records are written to a JSON Lines file
+(side processes generate blocks), which is then imported with the engine's own file import,
+``Membrane.import_file(..., workers=<cores>)``: one transaction, worker processes validating
+chunks of lines while this one writes them (``membrane_engine/jsonl_import.py``).
 
 What a store looks like (proportions are per record, drawn independently):
 - types: episodic 44%, semantic 24%, competence 9%, entity 8%, working 8%, plan_graph 7%
@@ -27,19 +25,19 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import itertools
 import json
 import multiprocessing
 import os
 import random
 import sys
+import tempfile
 import time
-from collections import deque
+from pathlib import Path
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from membrane_engine.imports import PreparedImport, prepare
+import orjson
 
 UTC = timezone.utc
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)  # the generated stores' "now"; benchmarks ask as of it
@@ -359,85 +357,80 @@ def records(n: int, seed: int = DEFAULT_SEED, start: int = 0) -> Iterator[dict[s
         block += 1
 
 
-def _prepared_chunk(seed: int, lo: int, hi: int, now: datetime, actor: str) -> PreparedImport:
-    """Records lo .. hi - 1, prepared for import (what a side process hands the writer)."""
-    return prepare(list(records(hi, seed, lo)), now, actor)
+def _chunk_lines(seed: int, lo: int, hi: int) -> bytes:
+    """Records lo .. hi - 1 as JSON Lines (what a side process hands the file writer)."""
+    return b"".join(orjson.dumps(doc) + b"\n" for doc in records(hi, seed, lo))
 
 
-def generate(url: str, n: int, seed: int = DEFAULT_SEED, chunk: int = 20_000, progress: bool = True,
-             start: int = 0, processes: int | None = None) -> dict[str, float]:
-    """Write records ``start`` .. ``n - 1`` into the store at ``url`` through the engine's
-    import, ``chunk`` per transaction (rounded up to whole blocks). ``processes`` side
-    processes (default: one per core) generate and prepare chunks while this one writes; 0
-    does everything here. Returns timings in seconds: ``write_s`` is the time spent in
-    ``import_prepared``, ``wait_s`` the time the writer waited for prepared chunks."""
-    from membrane_engine import Membrane
-
-    chunk = max(BLOCK, -(-chunk // BLOCK) * BLOCK)
-    if start % BLOCK:
-        raise ValueError(f"start must be a multiple of {BLOCK}")
-    if processes is None:
-        processes = os.cpu_count() or 1
-    m = Membrane.open(url, load_sample=False)
-    now = m.now()
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=n - start, unit="rec", unit_scale=True, desc="import", file=sys.stderr)
-        except ImportError:  # pragma: no cover - tqdm is in the bench extra
-            bar = None
-    bounds = [(lo, min(n, lo + chunk)) for lo in range(start, n, chunk)]
-    t_wait = t_write = 0.0
+def write_jsonl(path: Path, n: int, seed: int = DEFAULT_SEED, processes: int | None = None,
+                progress: bool = True) -> float:
+    """The first ``n`` records for ``seed`` as a JSON Lines file, generated in ``processes``
+    side processes (default: one per core). Returns the seconds it took."""
     began = time.perf_counter()
-    pool = None
+    processes = processes or os.cpu_count() or 1
+    bounds = [(lo, min(n, lo + BLOCK)) for lo in range(0, n, BLOCK)]
+    bar = _bar(n, "generate", progress)
+    partial = path.with_name(path.name + ".partial")
     try:
-        if processes > 0 and len(bounds) > 1:
-            pool = multiprocessing.get_context("fork").Pool(processes)
-            pending: deque = deque()
-            feed = iter(bounds)
-            for lo, hi in itertools.islice(feed, processes + 1):  # bounded read-ahead
-                pending.append(pool.apply_async(_prepared_chunk, (seed, lo, hi, now, ACTOR)))
-
-            def batches() -> Iterator[PreparedImport]:
-                while pending:
-                    ready = pending.popleft().get()
-                    nxt = next(feed, None)
-                    if nxt is not None:
-                        pending.append(pool.apply_async(_prepared_chunk, (seed, *nxt, now, ACTOR)))
-                    yield ready
-        else:
-            def batches() -> Iterator[PreparedImport]:
-                for lo, hi in bounds:
-                    yield _prepared_chunk(seed, lo, hi, now, ACTOR)
-        source = batches()
-        done = start
-        while True:
-            t0 = time.perf_counter()
-            batch = next(source, None)
-            t1 = time.perf_counter()
-            if batch is None:
-                break
-            written = m.import_prepared(batch)
-            t2 = time.perf_counter()
-            t_wait += t1 - t0
-            t_write += t2 - t1
-            done += written
-            if bar is not None:
-                bar.update(written)
-            elif progress:
-                print(f"\r{done:,}/{n:,} records", end="", file=sys.stderr, flush=True)
+        with partial.open("wb") as out, multiprocessing.get_context("fork").Pool(processes) as pool:
+            for (lo, hi), data in zip(bounds, pool.imap(_star_chunk, [(seed, lo, hi) for lo, hi in bounds])):
+                out.write(data)
+                if bar is not None:
+                    bar.update(hi - lo)
+        partial.replace(path)  # a file at ``path`` is always complete
     finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
+        partial.unlink(missing_ok=True)
         if bar is not None:
             bar.close()
-        m.close()
-    total = time.perf_counter() - began
-    return {"records": n - start, "write_s": round(t_write, 2), "wait_s": round(t_wait, 2), "total_s": round(total, 2),
-            "records_per_s": round((n - start) / total) if total else 0, "processes": processes}
+    return time.perf_counter() - began
+
+
+def _star_chunk(args: tuple[int, int, int]) -> bytes:
+    return _chunk_lines(*args)
+
+
+def _bar(total: int, desc: str, progress: bool):
+    if not progress:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is in the bench extra
+        return None
+    return tqdm(total=total, unit="rec", unit_scale=True, desc=desc, file=sys.stderr)
+
+
+def generate(url: str, n: int, seed: int = DEFAULT_SEED, progress: bool = True, jsonl: Path | None = None,
+             workers: int | None = None) -> dict[str, float]:
+    """Fill the (empty) store at ``url`` with the first ``n`` records for ``seed``: written to
+    a JSON Lines file first (``jsonl``, reused when it exists; else a temporary file), then
+    imported with ``Membrane.import_file`` on ``workers`` processes (default: one per core).
+    Returns the seconds each step took and the import's records per second."""
+    from membrane_engine import Membrane
+
+    workers = workers or os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="membrane-generate-") as tmp:
+        path = Path(jsonl) if jsonl is not None else Path(tmp) / f"records-{n}-s{seed}.jsonl"
+        generate_s = 0.0
+        if not path.exists():
+            generate_s = write_jsonl(path, n, seed, progress=progress)
+        m = Membrane.open(url, load_sample=False)
+        bar = _bar(n, "import", progress)
+
+        def advance(done: int, total: int) -> None:
+            if bar is not None:
+                bar.n = done
+                bar.refresh()
+
+        try:
+            began = time.perf_counter()
+            count = m.import_file(path, actor=ACTOR, progress=advance, workers=workers)
+            import_s = time.perf_counter() - began
+        finally:
+            if bar is not None:
+                bar.close()
+            m.close()
+    return {"records": count, "generate_s": round(generate_s, 2), "import_s": round(import_s, 2),
+            "import_records_per_s": round(count / import_s) if import_s else 0, "workers": workers}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -445,14 +438,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, required=True, help="number of records")
     parser.add_argument("--db", required=True, help="SQLAlchemy URL of the (empty) store to fill")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--chunk", type=int, default=20_000, help="records per import transaction")
-    parser.add_argument("--processes", type=int, default=None,
-                        help="side processes generating and preparing chunks while this one writes "
-                             "(default: one per core; 0: everything in this process)")
+    parser.add_argument("--jsonl", type=Path, help="keep the records in this JSON Lines file (reused if it exists)")
+    parser.add_argument("--workers", type=int, default=None, help="import worker processes (default: one per core)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    result = generate(args.db, args.n, args.seed, args.chunk, progress=not args.quiet,
-                      processes=args.processes)
+    result = generate(args.db, args.n, args.seed, progress=not args.quiet, jsonl=args.jsonl, workers=args.workers)
     print(json.dumps(result))
     return 0
 

@@ -135,7 +135,7 @@ def ensure_store(kind: str, n: int, seed: int, stores: Path, pg: str, prefix: st
     else:
         _reset(kind, n, seed, stores, pg, prefix)
         print(f"generating {kind} store of {label(n)} records (seed {seed}) ...", file=sys.stderr, flush=True)
-        info = generate(url, n, seed, chunk=min(50_000, max(n, 1)), progress=progress)
+        info = generate(url, n, seed, progress=progress, jsonl=stores / f"records-{n}-s{seed}.jsonl")
     info["generated_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     marker.write_text(json.dumps(info))
     return info
