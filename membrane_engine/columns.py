@@ -385,40 +385,58 @@ class ColumnCache:
         self._store = store
         self._snapshot: Snapshot | None = None
         self._columns: _Columns | None = None
-        self._lock = threading.Lock()  # one refresh at a time
+        self._lock = threading.RLock()  # one refresh at a time
+        self._loads = 0  # full loads so far
         self._swap = threading.Lock()  # handing out and replacing the snapshot
 
     def current(self) -> Snapshot:
-        with self._store.read() as conn:
+        """The snapshot at the newest change. Checking costs one statement outside any
+        transaction (the change log after the snapshot's, with the changed rows' columns); a
+        full load of the store runs in a read transaction."""
+        with self._store.peek() as conn:
             with self._swap:
                 snap = self._snapshot
             if snap is None:
                 seen, log = None, None
             else:
-                seen, log = snap.seq, self._store.changes_after(conn, snap.seq)
-                if not log:
+                seen, log = snap.seq, self._store.changes_with_rows(conn, snap.seq, self._reload_above())
+                if log == []:
                     return snap
             del snap  # a reference of our own would make the snapshot look shared
             with self._lock:
-                return self._refresh(conn, seen, log)
+                loads = self._loads
+                new = self._refresh(conn, seen, log)
+        if new is not None:
+            return new
+        with self._lock:
+            if self._loads != loads:  # another thread loaded the store meanwhile
+                return self.current()
+            with self._store.read() as conn:
+                return self._reload(conn)
 
-    def _refresh(self, conn, seen: int | None, log: list[tuple[int, str]] | None) -> Snapshot:
-        """The snapshot brought up to date (under ``_lock``, inside a read transaction); ``log``:
-        the changes after ``seen`` that the caller read (read again when another thread has
-        refreshed the snapshot meanwhile)."""
+    def _reload_above(self) -> int:
+        """How many changes make a full reload cheaper than applying them."""
+        cols = self._columns
+        return int(_FULL_RELOAD_FRACTION * max(cols.n if cols is not None else 0, 1000))
+
+    def _refresh(self, conn, seen: int | None, log: list[tuple[int, str, tuple | None]] | None) -> Snapshot | None:
+        """The snapshot brought up to date (under ``_lock``) from ``log``, the changes after
+        ``seen`` the caller read (read again when another thread has refreshed the snapshot
+        meanwhile); None when the store must be loaded in full (nothing loaded yet, or too much
+        changed)."""
         cols = self._columns
         seq = self._snapshot.seq if self._snapshot is not None else None
         if seq is None or cols is None:
-            return self._reload(conn)
-        if seq != seen or log is None:
-            log = self._store.changes_after(conn, seq)
-            if not log:
-                return self._handout()
-        changed = {rid for _, rid in log}
-        if len(changed) > _FULL_RELOAD_FRACTION * max(cols.n, 1000):
-            return self._reload(conn)
-        rows = self._store.scalar_rows(conn, sorted(changed))
-        patch = _patch(cols, rows, changed - {r[0] for r in rows})
+            return None
+        if seq != seen:
+            log = self._store.changes_with_rows(conn, seq, self._reload_above())
+        if log is None:
+            return None
+        if not log:
+            return self._handout()
+        latest = {rid: row for _, rid, row in log}  # each row is the record as it is now
+        rows = [row for row in latest.values() if row is not None]
+        patch = _patch(cols, rows, {rid for rid, row in latest.items() if row is None})
         new_seq = log[-1][0]
         with self._swap:
             if not patch.grow and self._unshared(patch.changed):
@@ -432,6 +450,7 @@ class ColumnCache:
         seq = self._store.change_counter(conn)
         cols = _load(self._store, conn)
         with self._swap:
+            self._loads += 1
             return self._publish(cols, seq)
 
     def _handout(self) -> Snapshot:

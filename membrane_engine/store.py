@@ -564,6 +564,22 @@ class Store:
             raise self._translate(exc) from exc
 
     @contextmanager
+    def peek(self) -> Iterator[Connection]:
+        """A connection outside any transaction, for single statements through the driver
+        (``changes_with_rows``, ``scalar_rows``): each sees the newest committed state on its own,
+        and no BEGIN and COMMIT are sent for it (on PostgreSQL two round trips of the three a
+        column cache's check before each query would otherwise take). SQLAlchemy statements on it
+        would start a transaction: use read() for those."""
+        self._check_file()
+        try:
+            with self.engine.connect() as conn:
+                if not self.is_sqlite:  # SQLite connections already run without implicit BEGIN
+                    conn.execution_options(isolation_level="AUTOCOMMIT")
+                yield conn
+        except (DBAPIError, *_DRIVER_ERRORS) as exc:
+            raise self._translate(exc) from exc
+
+    @contextmanager
     def write(self) -> Iterator[Connection]:
         """One write transaction: all of it commits or none of it does."""
         self._check_file()
@@ -837,16 +853,24 @@ class Store:
     def changed_since(self, conn: Connection, seq: int) -> set[str]:
         return set(conn.execute(select(changes.c.record_id).where(changes.c.seq > seq)).scalars())
 
-    def changes_after(self, conn: Connection, seq: int) -> list[tuple[int, str]]:
-        """(seq, record id) of every change after ``seq``, in order, through the driver: what a
-        column cache at ``seq`` checks before each query (usually nothing: one indexed lookup)."""
+    def changes_with_rows(self, conn: Connection, seq: int, limit: int) -> list[tuple[int, str, tuple | None]] | None:
+        """Every change after ``seq``, in order, as (seq, record id, the record's SCALAR_COLUMNS
+        now, None when it is no longer in the store), in one statement through the driver: what a
+        column cache at ``seq`` reads before each query (usually nothing: one indexed lookup).
+        None when there are more than ``limit`` changes (the cache reloads instead)."""
         mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        columns = ", ".join(f"r.{c}" if c != "packed" else PACKED_CODES for c in SCALAR_COLUMNS)
         cursor = conn.connection.driver_connection.cursor()
         try:
-            cursor.execute(f"SELECT seq, record_id FROM changes WHERE seq > {mark} ORDER BY seq", (int(seq),))
-            return [(int(s), rid) for s, rid in cursor.fetchall()]
+            cursor.execute(f"SELECT c.seq, c.record_id, {columns} FROM changes c "
+                           f"LEFT JOIN records r ON r.id = c.record_id WHERE c.seq > {mark} ORDER BY c.seq "
+                           f"LIMIT {mark}", (int(seq), int(limit) + 1))
+            rows = cursor.fetchall()
         finally:
             cursor.close()
+        if len(rows) > limit:
+            return None
+        return [(int(row[0]), row[1], None if row[2] is None else tuple(row[2:])) for row in rows]
 
     def scalar_rows(self, conn: Connection, ids: Sequence[str]) -> list[tuple]:
         """SCALAR_COLUMNS of the records of ``ids`` that exist."""

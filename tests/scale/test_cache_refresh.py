@@ -182,3 +182,50 @@ def test_changed_columns_are_found_for_few_rows_and_many():
         other = ids.copy()
         other[-1] = "x"
         assert not _differs(ids, ids.copy()) and _differs(ids, other)
+
+
+def test_a_backlog_above_the_threshold_reloads_once_and_a_cold_start_loads_once(store_url, monkeypatch):
+    from membrane_engine import columns
+
+    reader = Membrane.open(store_url, load_sample=False, clock=lambda: NOW)
+    writer = Membrane.open(store_url, load_sample=False, clock=lambda: NOW)
+    try:
+        writer.import_records(list(records(300, seed=61)))
+        loads = []
+        original = columns._load
+        monkeypatch.setattr(columns, "_load", lambda *a: loads.append(1) or original(*a))
+        threads = [threading.Thread(target=reader.columns.current) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(loads) == 1  # the threads that waited used the first one's load
+        held = reader.columns.current()
+        writer.import_records(list(records(1300, seed=62)))  # > 20% of max(n, 1000) changes
+        refreshed = _columns_by_id(reader.columns.current())
+        assert len(loads) == 2 and len(held) == 300
+        assert refreshed == _cold(reader)
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_writes_after_the_cache_check_are_still_transactions(store_url):
+    """The cache checks the change log outside a transaction (Store.peek) on a pooled
+    connection; a write on that connection afterwards is a transaction again."""
+    m = Membrane.open(store_url, load_sample=False, clock=lambda: NOW)
+    try:
+        m.import_records(list(records(20, seed=71)))
+        for _ in range(3):
+            m.columns.current()
+            with m.store.write() as conn:
+                raw = conn.connection.driver_connection
+                if m.store.is_sqlite:
+                    assert raw.in_transaction
+                else:
+                    assert raw.autocommit is False and raw.info.transaction_status != 0  # not IDLE
+            with m.store.read() as conn:
+                raw = conn.connection.driver_connection
+                assert raw.in_transaction if m.store.is_sqlite else raw.autocommit is False
+    finally:
+        m.close()
