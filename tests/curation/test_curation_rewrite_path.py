@@ -97,3 +97,32 @@ def test_rewrites_take_the_short_path_and_others_the_general_one(m, clock, monke
     m.fork("b", semantic("c"), "op", "variant")  # creates a record: the general path
     assert calls == ["append_batch"]
     assert m.verify_audit() == []
+
+
+def test_a_failure_in_the_rewrite_batch_changes_nothing(m, clock, monkeypatch):
+    """A database error inside the batch (here: an audit position already taken, as if the chain
+    end had been read wrong) rolls the whole operation back, and the store works afterwards."""
+    from curation_helpers import dump
+
+    from membrane_engine.errors import ValidationError
+
+    m.import_records([semantic("a"), semantic("b")])
+    m.reinforce("a", "op", "earlier")
+    m.columns.current()
+    before = dump(m)
+    original = Store.rows_for_update
+
+    def stale_chain_end(self, conn, ids):
+        return {rid: (cols, (end[0] - 1, end[1]) if end else None)
+                for rid, (cols, end) in original(self, conn, ids).items()}
+
+    monkeypatch.setattr(Store, "rows_for_update", stale_chain_end)
+    clock.advance(DAY)
+    with pytest.raises(ValidationError):
+        m.reinforce("a", "op", "conflicting")
+    monkeypatch.undo()
+    assert dump(m) == before
+    m.reinforce("a", "op", "after the failure")
+    m.penalize("b", 0.1, "op", "after the failure")
+    assert m.verify_audit() == []
+    assert [e.rationale for e in m.audit_log("a")][-2:] == ["earlier", "after the failure"]
