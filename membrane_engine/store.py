@@ -570,6 +570,12 @@ class Store:
         and no BEGIN and COMMIT are sent for it (on PostgreSQL two round trips of the three a
         column cache's check before each query would otherwise take). SQLAlchemy statements on it
         would start a transaction: use read() for those."""
+        if self.is_sqlite and self.engine.pool.__class__.__name__ == "StaticPool":
+            # An in-memory store has one connection for every thread: outside a transaction a
+            # statement could read another thread's uncommitted writes.
+            with self.read() as conn:
+                yield conn
+            return
         self._check_file()
         try:
             with self.engine.connect() as conn:

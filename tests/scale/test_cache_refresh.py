@@ -229,3 +229,17 @@ def test_writes_after_the_cache_check_are_still_transactions(store_url):
                 assert raw.in_transaction if m.store.is_sqlite else raw.autocommit is False
     finally:
         m.close()
+
+
+def test_an_in_memory_store_checks_inside_a_transaction():
+    """One connection serves every thread of an in-memory store: outside a transaction the
+    cache's check could read another thread's uncommitted writes, so it takes one there."""
+    m = Membrane.open("sqlite://", load_sample=False, clock=lambda: NOW)
+    try:
+        m.import_records(list(records(20, seed=81)))
+        with m.store.peek() as conn:
+            assert conn.connection.driver_connection.in_transaction
+        m.reinforce(m.ids()[0], "t", "r")
+        assert _columns_by_id(m.columns.current()) == _cold(m)
+    finally:
+        m.close()
