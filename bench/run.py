@@ -301,11 +301,17 @@ def _row(db: str, n: int, r: dict[str, Any]) -> str:
     return (f"| {db} | {label(n)} | {cell('retrieve')} | {cell('retrieve_by_id')} | {cell('explain')} | "
             f"{cell('reinforce')} | {cell('metrics')} | {cell('prune_preview')} | {e['cold_open']['median_ms'] / 1000:.2f} s "
             f"({e['cold_open'].get('cpu_median_ms', float('nan')) / 1000:.2f}) | "
-            f"{e['peak_rss_mb']:.0f} MB | {r['naive_ratio']:.0f}x | {r['floor_ratio']:.2f}x |")
+            f"{e['peak_rss_mb']:.0f} MB | {r['naive_ratio']:.0f}x | {r['floor_ratio']:.2f}x | {_import_cell(r)} |")
+
+
+def _import_cell(r: dict[str, Any]) -> str:
+    """The import that made the store (when this run or an earlier one of bench.run timed it)."""
+    seconds = (r.get("generation") or {}).get("import_s")
+    return f"{seconds:.0f} s" if seconds is not None else "not timed"
 
 
 HEADER = ("| db | N | retrieve | by id | explain | reinforce | metrics | prune preview | cold open | peak RSS | "
-          "vs naive | vs floor |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "vs naive | vs floor | import |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main(argv: list[str] | None = None) -> int:
