@@ -235,17 +235,41 @@ def lock_timeout() -> float:
     return value if value >= 0 and value == value else 60.0
 
 
-def _sqlite_pragmas(dbapi_conn, _record, timeout_ms: int = 60000) -> None:
+def durable_commits() -> bool:
+    """``MEMBRANE_DURABLE_COMMITS`` (1/true/yes/on): every commit waits until it is on disk.
+    The default, on both databases, is the guarantee of SQLite's WAL mode with synchronous=NORMAL
+    and of PostgreSQL's synchronous_commit=off: a crash or power cut may lose the last commits
+    (under a second of them), never corrupts the store or breaks an audit chain, and a commit
+    does not wait for the disk (on PostgreSQL that wait was most of a reinforce)."""
+    return os.environ.get("MEMBRANE_DURABLE_COMMITS", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _sqlite_pragmas(dbapi_conn, _record, timeout_ms: int = 60000, durable: bool = False) -> None:
     dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (see _sqlite_begin)
     cur = dbapi_conn.cursor()
     cur.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
     cur.execute("PRAGMA foreign_keys = ON")
     try:
         cur.execute("PRAGMA journal_mode = WAL")
-        cur.execute("PRAGMA synchronous = NORMAL")
+        cur.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
     except Exception:  # read-only files cannot switch journal mode; reading still works
         pass
     cur.close()
+
+
+def _postgres_async_commit(dbapi_conn, _record) -> None:
+    """The session default of a new PostgreSQL connection: commits do not wait for the disk
+    (see ``durable_commits``)."""
+    autocommit = dbapi_conn.autocommit
+    dbapi_conn.autocommit = True  # a SET outside any transaction: it stays for the session
+    try:
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute("SET synchronous_commit TO off")
+        finally:
+            cursor.close()
+    finally:
+        dbapi_conn.autocommit = autocommit
 
 
 def _sqlite_begin(conn: Connection) -> None:
@@ -519,8 +543,11 @@ class Store:
             raise StoreUnavailableError(f"cannot open store {self.display_url}: {exc}") from exc
         if self.is_sqlite:
             timeout_ms = int(lock_timeout() * 1000)
-            event.listen(self.engine, "connect", lambda c, r: _sqlite_pragmas(c, r, timeout_ms))
+            durable = durable_commits()
+            event.listen(self.engine, "connect", lambda c, r: _sqlite_pragmas(c, r, timeout_ms, durable))
             event.listen(self.engine, "begin", _sqlite_begin)
+        elif self.engine.dialect.name == "postgresql" and not durable_commits():
+            event.listen(self.engine, "connect", _postgres_async_commit)
         self._created = False
 
     @property

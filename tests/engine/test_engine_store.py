@@ -163,3 +163,25 @@ def test_export_with_trust_leaves_hidden_out(mem, tmp_path):
     assert docs["w1"]["redacted"] is True and docs["w1"]["payload"] is None
     assert docs["e1"]["payload"]["kind"] == "episodic"
     assert isinstance(Path(out), Path)
+
+
+def _commit_setting(m: Membrane) -> str:
+    with m.store.write() as conn:  # a pooled connection, as every write gets
+        if m.store.is_sqlite:
+            return {1: "normal", 2: "full"}[conn.exec_driver_sql("PRAGMA synchronous").scalar()]
+        return conn.exec_driver_sql("SHOW synchronous_commit").scalar()
+
+
+@pytest.mark.parametrize("durable", ["", "1"])
+def test_one_durability_policy_on_both_databases(store_url, monkeypatch, durable):
+    """Same guarantee on both: by default a commit does not wait for the disk (SQLite WAL with
+    synchronous=NORMAL, PostgreSQL synchronous_commit=off); MEMBRANE_DURABLE_COMMITS=1 waits."""
+    monkeypatch.setenv("MEMBRANE_DURABLE_COMMITS", durable)
+    m = _open(store_url)
+    try:
+        m.import_records([rec("d1")])
+        expected = ("full" if durable else "normal") if m.store.is_sqlite else ("on" if durable else "off")
+        assert _commit_setting(m) == expected
+        assert m.count() == 1
+    finally:
+        m.close()
