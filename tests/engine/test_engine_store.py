@@ -185,3 +185,20 @@ def test_one_durability_policy_on_both_databases(store_url, monkeypatch, durable
         assert m.count() == 1
     finally:
         m.close()
+
+
+def test_id_checks_are_never_prepared_statements_on_postgresql(store_url):
+    """A bulk import checks ids part after part while its table grows from empty: a prepared
+    statement's generic plan, made while the table was empty, would stay a sequential scan."""
+    m = _open(store_url)
+    try:
+        if m.store.is_sqlite:
+            pytest.skip("PostgreSQL's prepared statements")
+        m.import_records([rec(f"p{i}") for i in range(3)])
+        with m.store.write() as conn:
+            for _ in range(8):  # psycopg prepares what runs 5 times on a connection
+                assert m.store.existing_ids(conn, ["p1", "nope"]) == {"p1"}
+            prepared = conn.exec_driver_sql("SELECT statement FROM pg_prepared_statements").scalars().all()
+        assert not [s for s in prepared if "FROM records WHERE id IN" in s]
+    finally:
+        m.close()
