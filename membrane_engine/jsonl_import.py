@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from .errors import ValidationError
-from .imports import PreparedImport, _loads, prepare
+from .imports import PreparedImport, _loads, gc_paused, prepare
 
 CHUNK_LINES = 10_000  # lines per worker task: big enough to amortize pickling, small for an even spread
 
@@ -47,14 +47,15 @@ def prepare_lines(lines: list[bytes], first_line: int, first_index: int, name: s
     """Lines ``first_line``.. of the file (1-based), whose first record is record
     ``first_index`` of the import, prepared; or (message, problems) when a line is not JSON
     (returned, not raised: an exception's extra fields do not survive pickling)."""
-    items = []
-    try:
-        for offset, line in enumerate(lines):
-            if line.strip():
-                items.append(_parse(line, name, first_line + offset))
-    except ValidationError as exc:
-        return str(exc), exc.problems
-    return prepare(items, now, actor, first_index=first_index)
+    with gc_paused():
+        items = []
+        try:
+            for offset, line in enumerate(lines):
+                if line.strip():
+                    items.append(_parse(line, name, first_line + offset))
+        except ValidationError as exc:
+            return str(exc), exc.problems
+        return prepare(items, now, actor, first_index=first_index)
 
 
 def _chunks(path: Path) -> Iterator[tuple[list[bytes], int, int]]:

@@ -13,7 +13,7 @@ import numpy as np
 from . import audit
 from .columns import TYPE_NAMES, ColumnCache
 from .errors import NilTrustError, NotFoundError, ValidationError
-from .imports import PreparedImport, check_and_write, prepare, read_file, read_file_checks
+from .imports import PreparedImport, check_and_write, gc_paused, prepare, read_file, read_file_checks
 from .metrics import compute_metrics
 from .retrieval import (
     Explanation,
@@ -126,7 +126,8 @@ class Membrane(CurationMixin):
         if isinstance(parts, PreparedImport):
             parts, expected = [parts], len(parts.rows)
         written = 0
-        with self.store.write() as conn, self.store.bulk(conn, expected or 0):
+        # The collector stays off while parts arrive too: unpickling them allocates as much.
+        with gc_paused(), self.store.write() as conn, self.store.bulk(conn, expected or 0):
             for part in parts:
                 written += check_and_write(part, self.store, conn)
                 if progress is not None:

@@ -154,3 +154,30 @@ def test_a_large_import_leaves_no_write_ahead_log_behind(tmp_path, monkeypatch):
     m.import_records(_docs(), actor="op")
     assert (tmp_path / "m.db-wal").stat().st_size == 0
     assert m.count() == 30
+
+
+def test_the_collector_is_paused_only_while_importing(tmp_path):
+    import gc
+
+    from membrane_engine.imports import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():  # nested: the inner one leaves it to the outer
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # someone else's choice is kept
+    finally:
+        gc.enable()
+    m = _open(tmp_path, "m.db")
+    m.import_records(_docs(), actor="op")
+    assert gc.isenabled() and m.count() == 30
