@@ -2,8 +2,8 @@
 (``imports.prepare``: validation, rows, audit chains), the calling process writes them as they
 come back (``Membrane.import_prepared``), all in one transaction.
 
-Validation is most of an import's CPU (pydantic, about 100 µs a record here), and it needs
-nothing from the store, so it is what runs in parallel; the writes stay in one process, in one
+Validation is most of an import's CPU (pydantic and building the rows, about 70 µs a record
+here), and it needs nothing from the store, so it is what runs in parallel; the writes stay in one process, in one
 transaction, as in ``import_records``. Workers are started with ``spawn`` (no ``fork``: the
 caller may be a threaded server), which costs about a second, so small files are not worth it.
 The refusals are ``import_records``'s, with lines and records numbered in the whole file.
