@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 from hashlib import sha256
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -212,10 +213,17 @@ def log_of(conn: Connection, record_id: str) -> list[AuditRow]:
 
 
 def logs_of(conn: Connection, record_ids: list[str]) -> dict[str, list[AuditEntry]]:
-    out: dict[str, list[AuditEntry]] = {rid: [] for rid in record_ids}
     rows = rows_in(conn, "audit_entries", ("record_id", "action", "actor", "timestamp", "rationale", "extra"),
                    "record_id", record_ids, order_by=("record_id", "position"))
-    for record_id, action, actor, timestamp, rationale, extra in rows:
+    return entries_by_record(record_ids, rows)
+
+
+def entries_by_record(record_ids: list[str], rows: Iterable[tuple]) -> dict[str, list[AuditEntry]]:
+    """Audit logs from rows of (record_id, [position,] action, actor, timestamp, rationale,
+    extra), oldest first per record; every id of ``record_ids`` gets a (maybe empty) list."""
+    out: dict[str, list[AuditEntry]] = {rid: [] for rid in record_ids}
+    for row in rows:
+        record_id, action, actor, timestamp, rationale, extra = row[0], *row[-5:]
         out[record_id].append(_with_extra(AuditEntry.model_construct(
             action=AuditAction(action), actor=actor, timestamp=parse_time(timestamp), rationale=rationale), extra))
     return out

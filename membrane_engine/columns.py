@@ -393,26 +393,44 @@ class ColumnCache:
         """The snapshot at the newest change. Checking costs one statement outside any
         transaction (the change log after the snapshot's, with the changed rows' columns); a
         full load of the store runs in a read transaction."""
-        with self._store.peek() as conn:
-            with self._swap:
-                snap = self._snapshot
-            if snap is None:
-                seen, log = None, None
-            else:
-                seen, log = snap.seq, self._store.changes_with_rows(conn, snap.seq, self._reload_above())
-                if log == []:
-                    return snap
-            del snap  # a reference of our own would make the snapshot look shared
-            with self._lock:
-                loads = self._loads
-                new = self._refresh(conn, seen, log)
-        if new is not None:
-            return new
+        snap, loads = self._store.peeking(self._catch_up)
+        if snap is not None:
+            return snap
         with self._lock:
             if self._loads != loads:  # another thread loaded the store meanwhile
                 return self.current()
             with self._store.read() as conn:
                 return self._reload(conn)
+
+    def _catch_up(self, conn) -> tuple[Snapshot | None, int]:
+        """The snapshot brought up to date on ``conn``, or None (with the number of full loads so
+        far) when the store must be loaded in full. Only reads: ``peeking`` may run it twice."""
+        with self._swap:
+            snap = self._snapshot
+        if snap is None:
+            seen, log = None, None
+        else:
+            seen, log = snap.seq, self._store.changes_with_rows(conn, snap.seq, self._reload_above())
+            if log == []:
+                return snap, self._loads
+        del snap  # a reference of our own would make the snapshot look shared
+        with self._lock:
+            loads = self._loads
+            return self._refresh(conn, seen, log), loads
+
+    def written(self, log: list[tuple[int, str, tuple]]) -> None:
+        """Take the change log entries a write of this process has just committed, with the rows
+        as the write left them (``Store.write_updates``), when they are the very next changes
+        after the snapshot's: the next check then finds nothing new, instead of reading back what
+        this process wrote. Anything else (a change by someone else in between, a gap left by a
+        rolled-back write) is left to that check."""
+        if not log or any(b[0] != a[0] + 1 for a, b in zip(log, log[1:])):
+            return
+        with self._lock:
+            with self._swap:
+                seq = self._snapshot.seq if self._snapshot is not None else None
+            if seq is not None and seq == log[0][0] - 1:
+                self._refresh(None, seq, log)
 
     def _reload_above(self) -> int:
         """How many changes make a full reload cheaper than applying them."""

@@ -669,6 +669,21 @@ def plan_prune(v: _View, now: datetime, actor: str, rationale: str, as_of: datet
     return b.build(result=[rid for rid, _ in eligible])
 
 
+# Operations whose first argument is the one record they rewrite.
+_REWRITES = frozenset({"reinforce", "penalize", "retract", "contest", "pin", "unpin", "reclassify"})
+
+
+def _named_record(op: str, args: tuple) -> list[str]:
+    """The record a rewrite names, for its transaction to read (and lock) with its first round
+    trip (``Store.write(prefetch=...)``); nothing when the argument is not a valid id (the
+    planner then says why, naming the argument)."""
+    if op not in _REWRITES or not args:
+        return []
+    try:
+        return [check_id(args[0])]
+    except ValidationError:
+        return []
+
 PLANNERS: dict[str, Callable[..., CurationPlan]] = {
     "reinforce": plan_reinforce,
     "penalize": plan_penalize,
@@ -697,7 +712,7 @@ def _rewrites_only(plan: CurationPlan, v: _View | None) -> bool:
             and all(e.record_id in v.stored for e in plan.audit))
 
 
-def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _View) -> None:
+def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _View) -> list[tuple[int, str, tuple]]:
     """``execute`` for plans that only rewrite records read under the lock: their chain ends came
     with the rows, so the entries are chained here as ``audit.append_batch`` chains them
     (``audit.entry_hash``, ``audit.head_seal``) and written with the rows in one batch; a row gets
@@ -723,7 +738,7 @@ def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _Vi
         row = record_row(c.after, *c.anchor, heads[c.record_id])
         updates.append((c.record_id, {k: value for k, value in row.items()
                                       if k != "id" and not _same(stored.get(k), value)}))
-    store.write_updates(conn, entries, updates)
+    return store.write_updates(conn, entries, updates)
 
 
 def _same(stored: Any, value: Any) -> bool:
@@ -731,13 +746,15 @@ def _same(stored: Any, value: Any) -> bool:
     return stored == value and (stored is None) == (value is None)
 
 
-def execute(store: Store, conn: Connection, plan: CurationPlan, v: _View | None = None) -> None:
+def execute(store: Store, conn: Connection, plan: CurationPlan, v: _View | None = None
+            ) -> list[tuple[int, str, tuple]]:
     """Write a plan inside the caller's write transaction: audit entries first (they give each
     record its new chain head), then the rows. ``v``: the view the plan was made with, when its
-    rows were read under the write lock (plans that only rewrite those rows take a shorter path)."""
+    rows were read under the write lock (plans that only rewrite those rows take a shorter path).
+    Returns the change log entries written with their rows (see ``Store.write_updates``) when the
+    shorter path knows them, else nothing."""
     if _rewrites_only(plan, v):
-        _execute_rewrites(store, conn, plan, v)  # type: ignore[arg-type]
-        return
+        return _execute_rewrites(store, conn, plan, v)  # type: ignore[arg-type]
     heads = audit.append_batch(conn, [
         {"record_id": e.record_id, "action": e.action, "actor": e.actor, "timestamp": e.timestamp,
          "rationale": e.rationale, "details": e.details} for e in plan.audit])
@@ -768,6 +785,7 @@ def execute(store: Store, conn: Connection, plan: CurationPlan, v: _View | None 
         store.archive_rows(conn, archived, when)
     if inserts:
         store.insert_rows(conn, inserts)
+    return []
 
 
 class CurationMixin:
@@ -792,11 +810,12 @@ class CurationMixin:
     def _curate(self, op: str, *args: Any, **kwargs: Any) -> CurationPlan:
         planner = _planner(op)
         snapshot = self.columns.current() if op == "prune" else None  # type: ignore[attr-defined]
-        with self.store.write() as conn:
+        with self.store.write(prefetch=_named_record(op, args)) as conn:
             now = self.now()  # read after the write lock is held: operation times follow commit order
             view = _View(self.store, conn, True, snapshot)
             plan = planner(view, now, *args, **kwargs)
-            execute(self.store, conn, plan, view)
+            written = execute(self.store, conn, plan, view)
+        self.columns.written(written)  # type: ignore[attr-defined]  # committed: the cache may take them
         return plan
 
     # the operations (SPEC 8) ---------------------------------------------------------

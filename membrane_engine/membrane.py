@@ -14,7 +14,7 @@ from . import audit
 from .columns import TYPE_NAMES, ColumnCache
 from .errors import NilTrustError, NotFoundError, ValidationError
 from .imports import PreparedImport, check_and_write, gc_paused, prepare, read_file, read_file_checks
-from .metrics import compute_metrics
+from .metrics import ActionCounts, compute_metrics
 from .retrieval import (
     Explanation,
     RetrieveRequest,
@@ -65,6 +65,7 @@ class Membrane(CurationMixin):
                  embeddings: EmbeddingProvider | None = None, clock: Callable[[], datetime] | None = None):
         self.store = store
         self.columns = ColumnCache(store)
+        self.action_counts = ActionCounts(store)
         self.selector_threshold = selector_threshold
         self.embeddings = embeddings
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -365,7 +366,8 @@ class Membrane(CurationMixin):
             return audit.verify(conn)
 
     def metrics(self, as_of: datetime | None = None) -> dict[str, Any]:
-        return compute_metrics(self.store, self.columns.current(), as_of=as_utc(as_of) if as_of else self.now())
+        return compute_metrics(self.store, self.columns.current(), as_of=as_utc(as_of) if as_of else self.now(),
+                               action_counts=self.action_counts.current())
 
     def count(self) -> int:
         return len(self.columns.current())

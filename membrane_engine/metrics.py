@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
 
 from .columns import TYPE_CODES, TYPE_NAMES, Snapshot
 from .salience import salience_at, take
 from .schema import to_epoch
-from .store import Store, audit_entries, records
+from .store import Store
 
 BUCKETS = ("0.0-0.2", "0.2-0.4", "0.4-0.6", "0.6-0.8", "0.8-1.0")
 DAY = 86400.0
@@ -24,7 +24,32 @@ def salience_buckets(values: np.ndarray) -> dict[str, int]:
     return {name: int(c) for name, c in zip(BUCKETS, counts)}
 
 
-def compute_metrics(store: Store, snap: Snapshot, as_of: datetime) -> dict[str, Any]:
+class ActionCounts:
+    """Audit entries by action, kept per process and brought up to date at each call by counting
+    only the entries after the last one counted (a range of the primary key). That stays exact
+    because entries are only ever appended, never changed or deleted, and one writer at a time
+    appends them, so their sequence numbers are in commit order: no entry can appear later below
+    one already counted. A store of millions of entries is counted in full once."""
+
+    def __init__(self, store: Store):
+        self._store = store
+        self._seq = 0
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def current(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._store.peeking(lambda conn: self._store.audit_actions_after(conn, self._seq))
+            for action, count, newest in rows:
+                self._counts[action] = self._counts.get(action, 0) + int(count)
+                self._seq = max(self._seq, int(newest))
+            return dict(self._counts)
+
+
+def compute_metrics(store: Store, snap: Snapshot, as_of: datetime,
+                    action_counts: dict[str, int] | None = None) -> dict[str, Any]:
+    """SPEC 7 at ``as_of``. ``action_counts``: audit entries by action (``ActionCounts``);
+    counted here in full when not given."""
     rows = np.nonzero(snap.alive)[0]
     total = len(rows)
     t = to_epoch(as_of)
@@ -32,22 +57,15 @@ def compute_metrics(store: Store, snap: Snapshot, as_of: datetime) -> dict[str, 
     type_codes = snap.type_code[rows]
     by_type = {name: int(np.count_nonzero(type_codes == TYPE_CODES[name])) for name in TYPE_NAMES}
     created = snap.created_at[rows]
-    with store.read() as conn:
-        action_counts = dict(conn.execute(
-            select(audit_entries.c.action, func.count()).group_by(audit_entries.c.action)).all())
-        if snap.runs is None:
-            competence = conn.execute(
-                select(func.avg(records.c.success_signal))
-                .where(records.c.type == "competence", records.c.runs > 0)).scalar()
-            plans = conn.execute(
-                select(func.avg(records.c.runs)).where(records.c.type == "plan_graph", records.c.runs.is_not(None))).scalar()
-    if snap.runs is not None:  # the same averages over the column cache (no read of the records)
-        runs = snap.runs[rows]
-        with np.errstate(invalid="ignore"):
-            comp = (type_codes == TYPE_CODES["competence"]) & (runs > 0)
-            plan = (type_codes == TYPE_CODES["plan_graph"]) & ~np.isnan(runs)
-        competence = float(snap.success_signal[rows][comp].mean()) if comp.any() else None
-        plans = float(runs[plan].mean()) if plan.any() else None
+    if action_counts is None:
+        action_counts = {action: int(count) for action, count, _ in
+                         store.peeking(lambda conn: store.audit_actions_after(conn, 0))}
+    runs = snap.runs[rows]
+    with np.errstate(invalid="ignore"):
+        comp = (type_codes == TYPE_CODES["competence"]) & (runs > 0)
+        plan = (type_codes == TYPE_CODES["plan_graph"]) & ~np.isnan(runs)
+    competence = float(snap.success_signal[rows][comp].mean()) if comp.any() else None
+    plans = float(runs[plan].mean()) if plan.any() else None
     audit_total = int(sum(action_counts.values()))
 
     def share(*actions: str) -> float:

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from .audit import logs_of
+from .audit import entries_by_record
 from .columns import TYPE_CODES, TYPE_NAMES, ColumnCache, Snapshot, gate_table
 from .errors import AccessDeniedError, NilTrustError, NotFoundError, ValidationError
 from .salience import salience_at, salience_rows, take
@@ -138,11 +138,10 @@ SELECTED_MAX = 50
 
 def _materialize(store: Store, ids: list[str], saliences: dict[str, float]) -> dict[str, MemoryRecord]:
     """Full records for ``ids`` with ``salience = S(as_of)`` and their audit logs."""
-    with store.read() as conn:
-        texts = store.fetch_texts(conn, ids)
-        logs = logs_of(conn, list(texts))
+    texts, entries = store.peeking(lambda conn: store.records_with_logs(conn, ids))
+    logs = entries_by_record(list(texts), entries)
     out: dict[str, MemoryRecord] = {}
-    for rid, (text, _, _) in texts.items():
+    for rid, text in texts.items():
         # The stored doc was written from a validated record with an empty audit log; pydantic
         # validates its JSON text directly (no intermediate dicts), then S(as_of) and the log go in.
         try:

@@ -82,3 +82,32 @@ def test_metrics_of_an_empty_store(mem):
     assert got["competence_success_rate"] == got["plan_reuse_frequency"] == 0.0
     assert set(got["salience_distribution"].values()) == {0}
     assert got["records_by_type"] == {t: 0 for t in ["working", "entity", "semantic", "competence", "plan_graph", "episodic"]}
+
+
+def test_audit_counts_follow_writes_by_this_and_other_processes(mem, store_url):
+    """Metrics count audit entries incrementally (only those after the last counted): after
+    writes by this Membrane and another one (reinforce, import, delete, a merge) they equal a
+    count of the whole table."""
+    from membrane_engine import Membrane
+    from membrane_engine.metrics import compute_metrics
+
+    def counted_in_full() -> dict[str, int]:
+        with mem.store.read() as conn:
+            return dict(conn.exec_driver_sql("SELECT action, count(*) FROM audit_entries GROUP BY action").all())
+
+    mem.import_records(STORE)
+    first = mem.metrics()
+    assert first["total_audit_entries"] == sum(counted_in_full().values())
+    other = Membrane.open(store_url, load_sample=False, clock=lambda: T0)
+    try:
+        other.reinforce("d", "op", "used")
+        mem.reinforce("e", "op", "used")
+        other.import_records([rec("z", "semantic", audit_log=audit("create", "reinforce", "revise"))])
+        mem.delete("c", "op", "gone")
+        other.penalize("z", 0.1, "op", "wrong")
+        assert mem.action_counts.current() == counted_in_full()
+        later = mem.metrics()
+        assert later["total_audit_entries"] == first["total_audit_entries"] + 7
+        assert later == compute_metrics(mem.store, mem.columns.current(), T0)  # counted in full
+    finally:
+        other.close()

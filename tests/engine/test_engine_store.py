@@ -202,3 +202,26 @@ def test_id_checks_are_never_prepared_statements_on_postgresql(store_url):
         assert not [s for s in prepared if "FROM records WHERE id IN" in s]
     finally:
         m.close()
+
+
+def test_records_with_logs_is_the_transactional_read_in_one_statement(mem):
+    """A page of records and their audit logs, read outside a transaction in one statement per
+    450 ids, equals reading them in a read transaction (records and logs_of); ids of missing and
+    archived records get nothing, not even the archived one's kept entries."""
+    from membrane_engine import audit
+
+    mem.import_records([rec(f"r{i:04d}", salience=0.5, audit_log=[
+        {"action": "create", "actor": "a", "timestamp": "2026-01-01T00:00:00Z", "rationale": f"made {i}"},
+        {"action": "reinforce", "actor": "b", "timestamp": "2026-01-02T00:00:00Z", "rationale": "used"}]
+        [: 1 + i % 2]) for i in range(1000)])
+    mem.reinforce("r0007", "op", "again")
+    mem.delete("r0003", "op", "gone")
+    ids = [f"r{i:04d}" for i in range(1000)] + ["missing"]
+    texts, entries = mem.store.peeking(lambda conn: mem.store.records_with_logs(conn, ids))
+    with mem.store.read() as conn:
+        expected_texts = {rid: row[1] for rid, row in
+                          ((r[0], r) for r in conn.exec_driver_sql("SELECT id, doc FROM records"))}
+        expected_logs = audit.logs_of(conn, sorted(expected_texts))
+    assert texts == expected_texts and len(texts) == 999 and "r0003" not in texts and "missing" not in texts
+    assert audit.entries_by_record(sorted(texts), entries) == expected_logs
+    assert [e.action.value for e in expected_logs["r0007"]][-1] == "reinforce"

@@ -222,8 +222,8 @@ def test_writes_after_the_cache_check_are_still_transactions(store_url):
                 raw = conn.connection.driver_connection
                 if m.store.is_sqlite:
                     assert raw.in_transaction
-                else:
-                    assert raw.autocommit is False and raw.info.transaction_status != 0  # not IDLE
+                else:  # in a server transaction (begun with the writers' lock, see Store._lock_writers)
+                    assert raw.info.transaction_status.name == "INTRANS"
             with m.store.read() as conn:
                 raw = conn.connection.driver_connection
                 assert raw.in_transaction if m.store.is_sqlite else raw.autocommit is False
