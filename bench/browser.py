@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.run import store_records  # noqa: E402
 from tests.e2e.harness import CHROMIUM, CHROMIUM_ARGS, Console, ConsoleServer, _parse  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results"
@@ -218,19 +219,6 @@ def _git(*args: str) -> str:
         return ""
 
 
-def _records(url: str) -> int | None:
-    from sqlalchemy import create_engine, text
-
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return int(conn.execute(text("SELECT count(*) FROM records")).scalar())
-    except Exception:
-        return None
-    finally:
-        engine.dispose()
-
-
 PHASES = {
     "first_visit": "the first load after the server started (store not open, caches empty: with --launcher cli "
                    "the server opens the store and loads its cache from its start on), browser profile new "
@@ -258,7 +246,7 @@ def run(db: str, warm: int, uncached: int, out: Path, timeout: float, screenshot
         "commit": _git("rev-parse", "--short", "HEAD") or None,
         # tracked files that differ from that commit (the numbers are of the worktree as it was)
         "uncommitted": _git("diff", "--name-only", "HEAD").splitlines(),
-        "db": db, "records": _records(db), "path": PATH, "query": QUERY,
+        "db": db, "records": store_records(db), "path": PATH, "query": QUERY,
         "target_ms": TARGET_MS, "phases": PHASES, "launcher": launcher, "idle_s": idle,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "loadavg_start": [round(x, 2) for x in os.getloadavg()]},

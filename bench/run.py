@@ -80,7 +80,8 @@ def store_url(kind: str, n: int, seed: int, stores: Path, pg: str, prefix: str =
     return _pg_url(pg, f"{prefix}_{n}_s{seed}")
 
 
-def _count(url: str) -> int | None:
+def store_records(url: str) -> int | None:
+    """How many records the store at ``url`` holds; None when there is no store to read."""
     from sqlalchemy import create_engine, text
 
     engine = create_engine(url)
@@ -129,9 +130,9 @@ def ensure_store(kind: str, n: int, seed: int, stores: Path, pg: str, prefix: st
     stores.mkdir(parents=True, exist_ok=True)
     marker = stores / f"{kind}-{prefix}-{n}-s{seed}.json"
     url = store_url(kind, n, seed, stores, pg, prefix)
-    if marker.exists() and _count(url) is not None:
+    if marker.exists() and store_records(url) is not None:
         return json.loads(marker.read_text())
-    if _count(url) == n:  # made by a plain `python -m bench.generate` run
+    if store_records(url) == n:  # made by a plain `python -m bench.generate` run
         info = {"records": n, "made_by": "bench.generate (timings not recorded)"}
     else:
         _reset(kind, n, seed, stores, pg, prefix)

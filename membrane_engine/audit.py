@@ -172,6 +172,18 @@ def append_batch(conn: Connection, entries: list[dict[str, Any]]) -> dict[str, s
              .join(ends, and_(audit_entries.c.record_id == ends.c.rid, audit_entries.c.position == ends.c.pos)))
         for r in conn.execute(q):
             last[r.record_id] = (r.position, r.hash)
+    rows, heads = chain(entries, last)
+    conn.execute(audit_entries.insert(), rows)
+    return heads
+
+
+def chain(entries: list[dict[str, Any]], last: dict[str, tuple[int, str]]
+          ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The audit_entries rows (every column but ``seq``) of ``entries`` (as ``append_batch``
+    takes them) appended, in list order per record, after each record's chain end in ``last``
+    ({record_id: (newest position, its hash)}; absent: no entries yet), and the new chain head
+    of every record touched."""
+    last = dict(last)
     rows = []
     for e in entries:
         rid = e["record_id"]
@@ -188,8 +200,7 @@ def append_batch(conn: Connection, entries: list[dict[str, Any]]) -> dict[str, s
                      "timestamp": stamp, "ts": to_epoch(when), "rationale": e["rationale"], "details": text_,
                      "extra": extra, "prev_hash": prev, "hash": digest})
         last[rid] = (position, digest)
-    conn.execute(audit_entries.insert(), rows)
-    return {rid: head_seal(rid, *last[rid]) for rid in ids}
+    return rows, {rid: head_seal(rid, *last[rid]) for rid in dict.fromkeys(e["record_id"] for e in entries)}
 
 
 ENTRY_COLUMNS = ("record_id", "position", "action", "actor", "timestamp", "ts", "rationale", "details",

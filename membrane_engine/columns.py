@@ -391,8 +391,9 @@ class ColumnCache:
 
     def current(self) -> Snapshot:
         """The snapshot at the newest change. Checking costs one statement outside any
-        transaction (the change log after the snapshot's, with the changed rows' columns); a
-        full load of the store runs in a read transaction."""
+        transaction (the newest change's number), and a second only after changes (those after
+        the snapshot's, with the changed rows' columns; see ``Store.changes_with_rows``); a full
+        load of the store runs in a read transaction."""
         snap, loads = self._store.peeking(self._catch_up)
         if snap is not None:
             return snap

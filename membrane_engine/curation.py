@@ -714,24 +714,10 @@ def _rewrites_only(plan: CurationPlan, v: _View | None) -> bool:
 
 def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _View) -> list[tuple[int, str, tuple]]:
     """``execute`` for plans that only rewrite records read under the lock: their chain ends came
-    with the rows, so the entries are chained here as ``audit.append_batch`` chains them
-    (``audit.entry_hash``, ``audit.head_seal``) and written with the rows in one batch; a row gets
+    with the rows, so the entries are chained from them (``audit.chain``, as ``append_batch``
+    does after looking the ends up) and written with the rows in one batch; a row gets
     only the columns whose value changes (an index over unchanged columns is not rewritten)."""
-    last = {rid: end for rid, (_, end) in v.stored.items()}
-    entries: list[dict[str, Any]] = []
-    for e in plan.audit:
-        rid = e.record_id
-        position, prev = last[rid] or (-1, audit.GENESIS)
-        position += 1
-        action = e.action.value
-        stamp = format_time(e.timestamp)
-        details = audit.details_text(e.details)
-        digest = audit.entry_hash(prev, rid, position, action, e.actor, stamp, e.rationale, details, None)
-        entries.append({"record_id": rid, "position": position, "action": action, "actor": e.actor,
-                        "timestamp": stamp, "ts": to_epoch(e.timestamp), "rationale": e.rationale,
-                        "details": details, "extra": None, "prev_hash": prev, "hash": digest})
-        last[rid] = (position, digest)
-    heads = {rid: audit.head_seal(rid, *last[rid]) for rid in dict.fromkeys(e.record_id for e in plan.audit)}
+    entries, heads = audit.chain(_entries(plan), {rid: end for rid, (_, end) in v.stored.items() if end is not None})
     updates = []
     for c in plan.changes:
         stored = v.stored[c.record_id][0]
@@ -739,6 +725,12 @@ def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _Vi
         updates.append((c.record_id, {k: value for k, value in row.items()
                                       if k != "id" and not _same(stored.get(k), value)}))
     return store.write_updates(conn, entries, updates)
+
+
+def _entries(plan: CurationPlan) -> list[dict[str, Any]]:
+    """The plan's audit entries as ``audit.append_batch`` and ``audit.chain`` take them."""
+    return [{"record_id": e.record_id, "action": e.action, "actor": e.actor, "timestamp": e.timestamp,
+             "rationale": e.rationale, "details": e.details} for e in plan.audit]
 
 
 def _same(stored: Any, value: Any) -> bool:
@@ -755,9 +747,7 @@ def execute(store: Store, conn: Connection, plan: CurationPlan, v: _View | None 
     shorter path knows them, else nothing."""
     if _rewrites_only(plan, v):
         return _execute_rewrites(store, conn, plan, v)  # type: ignore[arg-type]
-    heads = audit.append_batch(conn, [
-        {"record_id": e.record_id, "action": e.action, "actor": e.actor, "timestamp": e.timestamp,
-         "rationale": e.rationale, "details": e.details} for e in plan.audit])
+    heads = audit.append_batch(conn, _entries(plan))
     when = to_epoch(plan.at)
     inserts: list[dict[str, Any]] = []
     archived: list[tuple[str, dict[str, Any], str | None]] = []

@@ -166,6 +166,7 @@ SCALAR_COLUMNS = (
     "max_age", "decay_points", "last_reinforced_at", "success_signal", "runs", "packed",
 )
 SCALAR_SELECT = tuple(PACKED_CODES if name == "packed" else name for name in SCALAR_COLUMNS)
+_CHANGED_ROW_COLUMNS = ", ".join(f"r.{c}" if c != "packed" else PACKED_CODES for c in SCALAR_COLUMNS)
 # SQLite keeps a record's scalars on the same pages as its ~1.5 KB document: a covering index
 # lets the cold load scan 100-byte index entries instead (-20% at 1M). PostgreSQL reads its
 # heap fast enough and would pay the index on every write for nothing.
@@ -416,6 +417,21 @@ def _doc_text(record: MemoryRecord, anchor_salience: float, anchor_at: float, va
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
+def _mark(conn: Connection) -> str:
+    """The driver's parameter placeholder (sqlite3: qmark, psycopg: format)."""
+    return "?" if conn.dialect.paramstyle == "qmark" else "%s"
+
+
+@contextmanager
+def _driver_cursor(conn: Connection) -> Iterator[Any]:
+    """A cursor of the driver itself (SQLAlchemy does not see its statements), closed after use."""
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        yield cursor
+    finally:
+        cursor.close()
+
+
 def rows_in(conn: Connection, table: str, columns: Sequence[str], key: str, values: Sequence[str],
             order_by: Sequence[str] = (), prepare: bool = True) -> list[tuple]:
     """Plain tuples of ``columns`` from ``table`` where ``key`` is one of ``values``, straight
@@ -426,19 +442,16 @@ def rows_in(conn: Connection, table: str, columns: Sequence[str], key: str, valu
     unique = list(dict.fromkeys(values))
     if not unique:
         return []
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    mark = _mark(conn)
     options = {"prepare": False} if not prepare and conn.dialect.driver == "psycopg" else {}
-    cursor = conn.connection.driver_connection.cursor()
     out: list[tuple] = []
-    try:
+    with _driver_cursor(conn) as cursor:
         for start in range(0, len(unique), 900):
             chunk = unique[start:start + 900]
             sql = (f"SELECT {', '.join(columns)} FROM {table} WHERE {key} IN ({', '.join([mark] * len(chunk))})"
                    + (f" ORDER BY {', '.join(order_by)}" if order_by else ""))
             cursor.execute(sql, chunk, **options)
             out.extend(cursor.fetchall())
-    finally:
-        cursor.close()
     return out
 
 
@@ -743,11 +756,11 @@ class Store:
     def _end_write(self, conn: Connection) -> None:
         """Back to the driver's own transactions on a connection ``_lock_writers`` put in
         autocommit mode, its transaction over, before the pool hands it out again."""
-        if self.is_sqlite or conn.invalidated or conn.closed:
+        if conn.dialect.driver != "psycopg" or conn.invalidated or conn.closed:
             return
         conn.info.pop(_PREFETCHED, None)
         raw = conn.connection.driver_connection
-        if not getattr(raw, "autocommit", False) or raw.closed or raw.broken:
+        if not raw.autocommit or raw.closed or raw.broken:
             return
         try:
             if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -788,11 +801,10 @@ class Store:
         unique = sorted(set(ids))
         if not unique:
             return {}
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        mark = _mark(conn)
         columns = ", ".join(f"r.{c}" for c in RECORD_COLUMNS)
         out: dict[str, tuple[dict[str, Any], tuple[int, str] | None]] = {}
-        cursor = conn.connection.driver_connection.cursor()
-        try:
+        with _driver_cursor(conn) as cursor:
             for start in range(0, len(unique), 900):
                 chunk = unique[start:start + 900]
                 where = f"WHERE r.id IN ({', '.join([mark] * len(chunk))})"
@@ -809,8 +821,6 @@ class Store:
                 for row in cursor.fetchall():
                     end = None if row[width] is None else (int(row[width]), row[width + 1])
                     out[row[0]] = (dict(zip(RECORD_COLUMNS, row[:width])), end)
-        finally:
-            cursor.close()
         return out
 
     _pipeline_mode: bool | None = None
@@ -836,7 +846,7 @@ class Store:
         ((seq, record id, SCALAR_COLUMNS as written), by seq): once the transaction has committed,
         a column cache of this process can take them without reading them back
         (``ColumnCache.written``)."""
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        mark = _mark(conn)
         names = self._AUDIT_ROW_COLUMNS
         audit_values = [tuple(row[c] for c in names) for row in audit_rows]
         audit_sql = f"INSERT INTO audit_entries ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))})"
@@ -963,11 +973,10 @@ class Store:
         a write in between cannot pair a record with another version's log. Through the driver,
         as rows_in."""
         unique = list(dict.fromkeys(ids))
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        mark = _mark(conn)
         texts: dict[str, str] = {}
         entries: list[tuple] = []
-        cursor = conn.connection.driver_connection.cursor()
-        try:
+        with _driver_cursor(conn) as cursor:
             for start in range(0, len(unique), 450):
                 chunk = unique[start:start + 450]
                 marks = ", ".join([mark] * len(chunk))
@@ -979,8 +988,6 @@ class Store:
                         texts[row[0]] = row[2]
                     else:
                         entries.append(row)
-        finally:
-            cursor.close()
         # An archived record keeps its entries: only those of records still here are theirs.
         entries = sorted((e for e in entries if e[0] in texts), key=lambda e: (e[0], e[1]))
         return texts, entries
@@ -1103,20 +1110,16 @@ class Store:
         changes with their rows only when there are any: PostgreSQL plans that second statement
         again at each run (its estimate for "after N" makes a generic plan look dear), which on
         every check would cost more than the extra round trip does after a change."""
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-        columns = ", ".join(f"r.{c}" if c != "packed" else PACKED_CODES for c in SCALAR_COLUMNS)
-        cursor = conn.connection.driver_connection.cursor()
-        try:
+        mark = _mark(conn)
+        with _driver_cursor(conn) as cursor:
             cursor.execute("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1")  # max(seq), a third faster
             newest = cursor.fetchone()
             if newest is None or newest[0] <= seq:
                 return []
-            cursor.execute(f"SELECT c.seq, c.record_id, {columns} FROM changes c "
+            cursor.execute(f"SELECT c.seq, c.record_id, {_CHANGED_ROW_COLUMNS} FROM changes c "
                            f"LEFT JOIN records r ON r.id = c.record_id WHERE c.seq > {mark} ORDER BY c.seq "
                            f"LIMIT {mark}", (int(seq), int(limit) + 1))
             rows = cursor.fetchall()
-        finally:
-            cursor.close()
         if len(rows) > limit:
             return None
         return [(int(row[0]), row[1], None if row[2] is None else tuple(row[2:])) for row in rows]
@@ -1124,18 +1127,15 @@ class Store:
     def audit_actions_after(self, conn: Connection, seq: int) -> list[tuple[str, int, int]]:
         """(action, how many entries, the newest one's seq) of the audit entries after ``seq``,
         through the driver (see ``metrics.ActionCounts``)."""
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        mark = _mark(conn)
         # After the first count, SQLite must read the new entries by their key: left to itself it
         # scans the whole action index for the grouping (90 ms at 2M entries instead of 0.1);
         # ``+action`` is not the indexed column to it. The first count is best done on that index.
         group = "+action" if self.is_sqlite and seq > 0 else "action"
-        cursor = conn.connection.driver_connection.cursor()
-        try:
+        with _driver_cursor(conn) as cursor:
             cursor.execute(f"SELECT action, count(*), max(seq) FROM audit_entries WHERE seq > {mark} GROUP BY {group}",
                            (int(seq),))
             return [(row[0], int(row[1]), int(row[2])) for row in cursor.fetchall()]
-        finally:
-            cursor.close()
 
     def scalar_rows(self, conn: Connection, ids: Sequence[str]) -> list[tuple]:
         """SCALAR_COLUMNS of the records of ``ids`` that exist."""
