@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from sqlalchemy.engine import Connection
 
@@ -129,17 +129,19 @@ def gc_paused() -> Iterator[None]:
 
 
 def prepare(items: list[Any], now: datetime, actor: str,
-            progress: Callable[[int, int], None] | None = None, first_index: int = 0) -> PreparedImport:
+            progress: Callable[[int, int], None] | None = None, first_index: int = 0,
+            json_checked: Sequence[bool] = ()) -> PreparedImport:
     """Validate every item (collecting every problem) and build the rows and audit chains of
     the valid ones, calling ``progress(done, total)`` as items are validated. Nothing here
     reads the store: ``check_and_write`` does that. ``first_index``: the index of ``items[0]``
-    in the whole import, when it comes in parts (problems name records by that index)."""
+    in the whole import, when it comes in parts (problems name records by that index).
+    ``json_checked[i]``: item i's JSON was checked by its reader (``schema.validate_record``)."""
     with gc_paused():
-        return _prepare(items, now, actor, progress, first_index)
+        return _prepare(items, now, actor, progress, first_index, json_checked)
 
 
 def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[int, int], None] | None,
-             first_index: int) -> PreparedImport:
+             first_index: int, json_checked: Sequence[bool]) -> PreparedImport:
     out = PreparedImport()
     records: list[MemoryRecord] = []
     seen = out.index_of
@@ -149,7 +151,8 @@ def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[in
         if progress is not None and offset % PROGRESS_EVERY == 0:
             progress(offset, total)
         try:
-            record = validate_record(item)  # size, strict JSON, then the fields
+            # size, strict JSON (unless its reader checked), then the fields
+            record = validate_record(item, json_checked=bool(json_checked) and json_checked[offset])
         except ValidationError as exc:
             for loc, msg in exc.problems or [("record", str(exc))]:
                 out.problems.append((f"record {index}: {loc}", msg))

@@ -1,8 +1,8 @@
-"""A large JSON Lines import on every core: worker processes parse and prepare chunks of lines
-(``imports.prepare``: validation, rows, audit chains), the calling process writes them as they
-come back (``Membrane.import_prepared``), all in one transaction.
+"""A large JSON Lines import on every core: worker processes read, parse and prepare chunks of
+the file (``imports.prepare``: validation, rows, audit chains), the calling process writes them
+as they come back (``Membrane.import_prepared``), all in one transaction.
 
-Validation is most of an import's CPU (pydantic and building the rows, about 70 µs a record
+Validation is most of an import's CPU (pydantic and building the rows, 100-200 µs a record
 here), and it needs nothing from the store, so it is what runs in parallel; the writes stay in one process, in one
 transaction, as in ``import_records``. Workers are started with ``spawn`` (no ``fork``: the
 caller may be a threaded server), which costs about a second, so small files are not worth it.
@@ -11,12 +11,13 @@ The refusals are ``import_records``'s, with lines and records numbered in the wh
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -24,75 +25,132 @@ import orjson
 
 from .errors import ValidationError
 from .imports import PreparedImport, _loads, gc_paused, prepare
+from .schema import MAX_RECORD_BYTES
 
-CHUNK_LINES = 10_000  # lines per worker task: big enough to amortize pickling, small for an even spread
+CHUNK_BYTES = 16 << 20  # bytes per worker task (about 9,000 records of 1.8 KB): big enough to amortize
+# a task's overhead, small enough for an even spread
 
 
-def _parse(line: bytes, name: str, number: int) -> Any:
-    """One line as JSON, strictly: orjson for the common case; anything it refuses goes through
-    the sequential reader's own parser, so the accepted values and the errors are the same."""
+def parser_checked(line: bytes) -> bool:
+    """Whether orjson having parsed ``line`` guarantees what ``schema.check_json`` checks, so
+    validation may skip it: orjson refuses NaN and Infinity, lone surrogates and invalid UTF-8;
+    the record re-encoded is at most 4.5 times the line (a 4-byte number such as ``1e15`` comes
+    out as ``1000000000000000.0``, strings and whitespace only shrink), so a line of a fifth of
+    the limit is within it; and a value nests no deeper than its brackets number."""
+    return len(line) * 5 <= MAX_RECORD_BYTES and line.count(b"{") + line.count(b"[") <= _CHECKED_BRACKETS
+
+
+_CHECKED_BRACKETS = 200  # far below any recursion limit on the way (json, orjson's 255, pydantic)
+
+
+def _parse(line: bytes, name: str, number: int) -> tuple[Any, bool]:
+    """One line as JSON, strictly, and whether its JSON is checked (``parser_checked``): orjson
+    for the common case; anything it refuses goes through the sequential reader's own parser,
+    so the accepted values and the errors are the same."""
     try:
-        return orjson.loads(line)
+        return orjson.loads(line), parser_checked(line)
     except orjson.JSONDecodeError:
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ValidationError(f"{name} line {number}: not UTF-8 text (byte {exc.object[exc.start]:#04x} "
                                   f"at column {exc.start + 1})", [(f"line {number}", "not UTF-8")]) from None
-        return _loads(text, name, f" line {number}")
+        return _loads(text, name, f" line {number}"), False
 
 
-def prepare_lines(lines: list[bytes], first_line: int, first_index: int, name: str, now: datetime,
-                  actor: str) -> PreparedImport | tuple[str, list[tuple[str, str]]]:
-    """Lines ``first_line``.. of the file (1-based), whose first record is record
-    ``first_index`` of the import, prepared; or (message, problems) when a line is not JSON
-    (returned, not raised: an exception's extra fields do not survive pickling)."""
-    with gc_paused():
-        items = []
-        try:
-            for offset, line in enumerate(lines):
-                if line.strip():
-                    items.append(_parse(line, name, first_line + offset))
-        except ValidationError as exc:
-            return str(exc), exc.problems
-        return prepare(items, now, actor, first_index=first_index)
+@dataclass(frozen=True)
+class Chunk:
+    """Bytes ``start``..``end`` of the file: whole lines, the first of them line ``first_line``
+    (1-based), holding records ``first_index``.. (``records`` of them; blank lines hold none)."""
+    start: int
+    end: int
+    first_line: int
+    first_index: int
+    records: int
 
 
-def _chunks(path: Path) -> Iterator[tuple[list[bytes], int, int]]:
-    """(lines, first line number, first record index) per CHUNK_LINES lines of the file."""
-    line_number = 1
-    record_index = 0
+def chunks(path: Path) -> list[Chunk]:
+    """The file cut into chunks of about CHUNK_BYTES at line ends, read once with the counting
+    done by ``bytes.count``: a worker reads its own chunk, so this process handles no line."""
+    out: list[Chunk] = []
+    line, index, offset = 1, 0, 0
     with path.open("rb") as f:
+        rest = b""
         while True:
-            lines = list(islice(f, CHUNK_LINES))
-            if not lines:
-                return
-            yield lines, line_number, record_index
-            line_number += len(lines)
-            record_index += sum(1 for line in lines if line.strip())
+            block = f.read(CHUNK_BYTES)
+            data = rest + block if rest else block
+            if not block:
+                cut = len(data)  # the last line, without its line end
+            else:
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:  # one line longer than a chunk: read on
+                    rest = data
+                    continue
+            piece, rest = data[:cut], data[cut:]
+            if piece:
+                lines, records = _count(piece)
+                out.append(Chunk(offset, offset + len(piece), line, index, records))
+                line, index, offset = line + lines, index + records, offset + len(piece)
+            if not block:
+                return out
+
+
+def _count(piece: bytes) -> tuple[int, int]:
+    """(lines, records) in whole lines of a file: every line holds a record unless it is blank.
+    When every line starts with "{" (the usual file), no line is blank; otherwise lines are
+    looked at one by one."""
+    lines = piece.count(b"\n") + (0 if piece.endswith(b"\n") else 1)
+    if piece.startswith(b"{") and piece.count(b"\n{") >= lines - 1:
+        return lines, lines
+    return lines, sum(1 for text in _lines(piece) if text.strip())
+
+
+def _lines(piece: bytes) -> list[bytes]:
+    """The lines of whole lines of a file, without their line ends (at "\n" only, as the
+    sequential reader splits)."""
+    parts = piece.split(b"\n")
+    return parts[:-1] if piece.endswith(b"\n") else parts
 
 
 def count_records(path: Path) -> int:
     """How many records (non-blank lines) the file holds."""
-    count = 0
+    return sum(chunk.records for chunk in chunks(path))
+
+
+def prepare_chunk(path: Path, chunk: Chunk, name: str, now: datetime,
+                  actor: str) -> PreparedImport | tuple[str, list[tuple[str, str]]]:
+    """A chunk of the file read and prepared; or (message, problems) when a line is not JSON
+    (returned, not raised: an exception's extra fields do not survive pickling)."""
     with path.open("rb") as f:
-        for line in f:
-            if line.strip():
-                count += 1
-    return count
-
-
-def prepared_parts(path: Path, now: datetime, actor: str, workers: int) -> Iterator[PreparedImport]:
-    """The file's chunks prepared by ``workers`` processes, in file order, at most
-    ``2 * workers`` chunks ahead of the writer. A line that is not JSON raises ValidationError
-    when its chunk comes up (the writer's transaction then rolls back)."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        pending: deque[Future] = deque()
-        chunks = _chunks(path)
+        f.seek(chunk.start)
+        piece = f.read(chunk.end - chunk.start)
+    with gc_paused():
+        items, checked = [], []
         try:
-            for lines, first_line, first_index in chunks:
-                pending.append(pool.submit(prepare_lines, lines, first_line, first_index, path.name, now, actor))
+            for offset, line in enumerate(_lines(piece)):
+                if line.strip():
+                    item, ok = _parse(line, name, chunk.first_line + offset)
+                    items.append(item)
+                    checked.append(ok)
+        except ValidationError as exc:
+            return str(exc), exc.problems
+        return prepare(items, now, actor, first_index=chunk.first_index, json_checked=checked)
+
+
+def prepared_parts(path: Path, now: datetime, actor: str, workers: int,
+                   parts: list[Chunk] | None = None) -> Iterator[PreparedImport]:
+    """The file's chunks (``parts``, else ``chunks(path)``) prepared by ``workers`` processes,
+    in file order, at most ``2 * workers`` chunks ahead of the writer. A line that is not JSON
+    raises ValidationError when its chunk comes up (the writer's transaction then rolls back).
+    Workers run with the cyclic collector off (``imports.gc_paused`` says why): what they make
+    goes back to this process, and they end with the import."""
+    context = multiprocessing.get_context("spawn")
+    todo = chunks(path) if parts is None else parts
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=gc.disable) as pool:
+        pending: deque[Future] = deque()
+        try:
+            for chunk in todo:
+                pending.append(pool.submit(prepare_chunk, path, chunk, path.name, now, actor))
                 if len(pending) >= 2 * workers:
                     yield _result(pending.popleft())
             while pending:

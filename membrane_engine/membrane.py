@@ -150,8 +150,9 @@ class Membrane(CurationMixin):
         path = Path(path)
         read_file_checks(path)
         actor = _check_actor(actor)
-        total = jsonl_import.count_records(path)
-        parts = jsonl_import.prepared_parts(path, self.now(), actor, workers)
+        chunks = jsonl_import.chunks(path)
+        total = sum(chunk.records for chunk in chunks)
+        parts = jsonl_import.prepared_parts(path, self.now(), actor, workers, chunks)
         report = (lambda written: progress(written, total)) if progress is not None else None
         return self.import_prepared(parts, expected=total, progress=report)
 

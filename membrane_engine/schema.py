@@ -779,8 +779,10 @@ def check_json(data: dict[str, Any], where: str = "") -> None:
         raise ValidationError(f"{where}{biggest}: {msg}", [(str(biggest), msg)])
 
 
-def validate_record(data: Any, where: str = "") -> MemoryRecord:
-    """Validate one record in Membrane's JSON shape, raising our ValidationError naming the field."""
+def validate_record(data: Any, where: str = "", json_checked: bool = False) -> MemoryRecord:
+    """Validate one record in Membrane's JSON shape, raising our ValidationError naming the field.
+    ``json_checked``: ``data`` was just parsed by a reader that guarantees what ``check_json``
+    would check (see ``jsonl_import.parser_checked``), so that check is skipped."""
     if isinstance(data, MemoryRecord):
         data = data.model_dump(mode="json", by_alias=True)
     if not isinstance(data, dict):
@@ -788,7 +790,8 @@ def validate_record(data: Any, where: str = "") -> MemoryRecord:
             f"{where}record must be a JSON object (got {type(data).__name__})",
             [(where.strip(": ") or "record", f"not an object (got {type(data).__name__})")],
         )
-    check_json(data, where)
+    if not json_checked:
+        check_json(data, where)
     try:
         record = MemoryRecord.model_validate(data)
     except PydanticValidationError as exc:

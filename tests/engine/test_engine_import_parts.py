@@ -98,7 +98,7 @@ def _write_jsonl(path, docs, blank_every: int = 7) -> None:
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(jsonl_import, "CHUNK_LINES", 8)  # chunking happens in this process
+    monkeypatch.setattr(jsonl_import, "CHUNK_BYTES", 700)  # a few records a chunk; chunking happens in this process
 
 
 def test_jsonl_on_workers_makes_the_same_store(tmp_path, small_chunks):
@@ -181,3 +181,74 @@ def test_the_collector_is_paused_only_while_importing(tmp_path):
     m = _open(tmp_path, "m.db")
     m.import_records(_docs(), actor="op")
     assert gc.isenabled() and m.count() == 30
+
+
+# --------------------------------------------------------------------------- chunks of a JSON Lines file
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_LINE = st.one_of(st.just(""), st.sampled_from([" ", "\r", "\t \x0b", "\x0c"]),
+                  st.builds(lambda n: '{"id": "' + "x" * n + '"}', st.integers(0, 40)),
+                  st.sampled_from(['[1, 2]', '  {"a": 1}', 'not json', '{"é": "\u2028"}\r']))
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(_LINE, max_size=30), newline_at_end=st.booleans(), chunk_bytes=st.integers(1, 64))
+def test_chunks_cover_the_file_with_the_sequential_readers_numbering(tmp_path_factory, lines, newline_at_end,
+                                                                     chunk_bytes):
+    text = "\n".join(lines) + ("\n" if newline_at_end and lines else "")
+    path = tmp_path_factory.mktemp("c") / "in.jsonl"
+    data = text.encode("utf-8")
+    path.write_bytes(data)
+    expected = text.split("\n")  # what the sequential reader numbers: line k is expected[k - 1]
+    if expected[-1] == "":
+        expected = expected[:-1]  # nothing after the last line end (blank either way)
+    old = jsonl_import.CHUNK_BYTES
+    jsonl_import.CHUNK_BYTES = chunk_bytes
+    try:
+        chunks = jsonl_import.chunks(path)
+    finally:
+        jsonl_import.CHUNK_BYTES = old
+    assert [c.start for c in chunks] == ([0] + [c.end for c in chunks[:-1]] if chunks else [])
+    assert (chunks[-1].end if chunks else 0) == len(data)
+    seen_lines, index = [], 0
+    for c in chunks:
+        piece_lines = [b.decode("utf-8") for b in jsonl_import._lines(data[c.start:c.end])]
+        assert c.first_line == len(seen_lines) + 1 and c.first_index == index
+        assert c.records == sum(1 for line in piece_lines if line.strip())
+        seen_lines += piece_lines
+        index += c.records
+    assert seen_lines == expected
+    assert jsonl_import.count_records(path) == sum(1 for line in expected if line.strip())
+
+
+def test_a_line_longer_than_a_chunk_is_one_chunk(tmp_path, monkeypatch):
+    monkeypatch.setattr(jsonl_import, "CHUNK_BYTES", 16)
+    long = '{"id": "' + "y" * 100 + '"}'
+    (tmp_path / "in.jsonl").write_text(f'{{"id": "a"}}\n{long}\n{{"id": "b"}}', encoding="utf-8")
+    chunks = jsonl_import.chunks(tmp_path / "in.jsonl")
+    assert [(c.first_line, c.records) for c in chunks] == [(1, 1), (2, 1), (3, 1)]
+    assert chunks[1].end - chunks[1].start == len(long) + 1
+
+
+def test_what_the_parser_checked_is_what_check_json_would_pass():
+    assert jsonl_import.parser_checked(json.dumps(rec("a")).encode())
+    deep = ("[" * 150) + ("]" * 150)
+    assert not jsonl_import.parser_checked(('{"a": ' + deep + ', "b": {' + '"c": {' * 60 + "}" * 61).encode())
+    assert not jsonl_import.parser_checked(b'{"a": "' + b"x" * (jsonl_import.MAX_RECORD_BYTES // 5) + b'"}')
+
+
+def test_a_line_whose_numbers_grow_past_the_limit_when_written_is_refused(tmp_path, small_chunks):
+    """1e15 is written back as 1000000000000000.0: a 2 MB line makes a record over 8 MiB."""
+    doc = rec("big")
+    numbers = ",".join(["1e15"] * 500_000)
+    line = json.dumps(doc)[:-1] + f', "x_numbers": [{numbers}]}}'
+    (tmp_path / "big.jsonl").write_text(json.dumps(rec("small")) + "\n" + line + "\n", encoding="utf-8")
+    m = _open(tmp_path, "m.db")
+    with pytest.raises(ValidationError) as one:
+        m.import_file(tmp_path / "big.jsonl", actor="op")
+    with pytest.raises(ValidationError) as many:
+        m.import_file(tmp_path / "big.jsonl", actor="op", workers=2)
+    assert many.value.problems == one.value.problems
+    assert "the limit is" in str(many.value) and "record 1" in str(many.value)
+    assert m.count() == 0
