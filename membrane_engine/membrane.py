@@ -13,7 +13,7 @@ import numpy as np
 from . import audit
 from .columns import TYPE_NAMES, ColumnCache
 from .errors import NilTrustError, NotFoundError, ValidationError
-from .imports import PreparedImport, check_and_write, gc_paused, prepare, read_file, read_file_checks
+from .imports import PreparedImport, WrittenIds, check_and_write, gc_paused, prepare, read_file, read_file_checks
 from .metrics import ActionCounts, compute_metrics
 from .retrieval import (
     Explanation,
@@ -129,8 +129,9 @@ class Membrane(CurationMixin):
         written = 0
         # The collector stays off while parts arrive too: unpickling them allocates as much.
         with gc_paused(), self.store.write() as conn, self.store.bulk(conn, expected or 0):
+            ids = WrittenIds(self.store, conn)
             for part in parts:
-                written += check_and_write(part, self.store, conn)
+                written += check_and_write(part, self.store, conn, ids)
                 if progress is not None:
                     progress(written)
         self.store.after_bulk(written)

@@ -1003,6 +1003,11 @@ class Store:
             found.update(row[0] for row in rows_in(conn, "archive", ("id",), "id", unique, prepare=False))
         return found
 
+    def is_empty(self, conn: Connection) -> bool:
+        """No record in the store, live or archived."""
+        return all(conn.exec_driver_sql(f"SELECT 1 FROM {table} LIMIT 1").first() is None
+                   for table in ("records", "archive"))
+
     def insert_values(self, conn: Connection, rows: list[tuple]) -> None:
         """``insert_rows`` for rows made by ``record_values`` (tuples in ROW_COLUMNS order)."""
         if rows:

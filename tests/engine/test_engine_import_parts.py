@@ -74,6 +74,34 @@ def test_parts_refuse_ids_of_earlier_parts_and_of_the_store(tmp_path):
     assert m.count() == 10
 
 
+def test_an_archived_id_counts_as_taken_in_a_store_with_no_live_record(tmp_path):
+    """An import into a store with no record at all keeps the ids of earlier parts itself
+    (imports.WrittenIds); a store whose only record is archived is not such a store."""
+    docs = _docs()
+    m = _open(tmp_path, "m.db")
+    with m.store.write() as conn:
+        m.store.archive_doc(conn, "r15", {"id": "r15"}, None, 0.0)
+        assert not m.store.is_empty(conn)
+    with pytest.raises(AlreadyExistsError, match="r15"):
+        m.import_prepared([prepare(docs[:10], T0, "op"), prepare(docs[10:20], T0, "op", first_index=10)])
+    docs[2]["relations"] = [{"predicate": "about", "target_id": "r15"}]  # archived: not a target
+    with pytest.raises(ValidationError) as caught:
+        m.import_prepared([prepare(docs[:10], T0, "op")])
+    assert caught.value.problems[0][0] == "record 2: relations.0.target_id"
+    assert m.count() == 0
+
+
+def test_an_empty_store_takes_parts_whose_relations_point_back(tmp_path):
+    docs = _docs()
+    docs[22]["relations"] = [{"predicate": "about", "target_id": "r0"}, {"predicate": "about", "target_id": "r19"}]
+    m = _open(tmp_path, "m.db")
+    with m.store.read() as conn:
+        assert m.store.is_empty(conn)
+    parts = [prepare(docs[lo:lo + 10], T0, "op", first_index=lo) for lo in (0, 10, 20)]
+    assert m.import_prepared(parts, expected=30) == 30
+    assert [r.target_id for r in m.get("r22").relations] == ["r0", "r19"]
+
+
 def test_relation_to_a_later_part_is_refused(tmp_path):
     docs = _docs()
     docs[2]["relations"] = [{"predicate": "about", "target_id": "r20"}]
