@@ -225,3 +225,24 @@ def test_records_with_logs_is_the_transactional_read_in_one_statement(mem):
     assert texts == expected_texts and len(texts) == 999 and "r0003" not in texts and "missing" not in texts
     assert audit.entries_by_record(sorted(texts), entries) == expected_logs
     assert [e.action.value for e in expected_logs["r0007"]][-1] == "reinforce"
+
+
+def test_a_new_sqlite_store_has_16_kib_pages_and_an_old_one_keeps_its_own(tmp_path):
+    import sqlite3
+
+    from membrane_engine.store import SQLITE_PAGE_SIZE
+
+    new = _open(f"sqlite:///{tmp_path / 'new.db'}")
+    new.import_records(DOCS, actor="op")
+    old_path = tmp_path / "old.db"
+    with sqlite3.connect(old_path) as made_before:  # a store file made with SQLite's default pages
+        made_before.execute("PRAGMA page_size = 4096")
+        made_before.execute("PRAGMA journal_mode = WAL")
+        made_before.execute("CREATE TABLE placeholder (x)")
+    made_before.close()
+    old = _open(f"sqlite:///{old_path}")
+    old.import_records(DOCS, actor="op")
+    sizes = [sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0] for path in (tmp_path / "new.db", old_path)]
+    assert sizes == [SQLITE_PAGE_SIZE, 4096] and SQLITE_PAGE_SIZE == 16384
+    assert [r.id for r in old.retrieve(RetrieveRequest(trust=trust("hyper"), limit=0)).records] == \
+        [r.id for r in new.retrieve(RetrieveRequest(trust=trust("hyper"), limit=0)).records]
