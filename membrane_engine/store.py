@@ -55,6 +55,7 @@ from .errors import StoreUnavailableError, ValidationError
 from .salience import CURVE_CODES
 from .schema import LAYER_RANK, MemoryRecord, format_time, sensitivity_level, to_epoch
 from .schema import DecayProfile, Lifecycle, MembraneModel, PlanEdge, Provenance, ProvenanceSource
+from .schema import CompetencePayload, PlanGraphPayload, SemanticPayload
 from .selector import success_signal
 
 # Errors of the drivers themselves (the bulk paths use driver cursors, which SQLAlchemy does
@@ -491,8 +492,11 @@ def record_values(record: MemoryRecord, anchor_salience: float, anchor_at: float
     lifecycle = record.lifecycle
     decay = lifecycle.decay
     payload = record.payload
+    # isinstance, not getattr(payload, name, None): payloads allow extra fields, so another
+    # layer's payload may carry one of that name (and pydantic's __getattr__ for a missing
+    # name costs microseconds a call, three times a record in an import).
     status = None
-    if payload is not None and getattr(payload, "revision", None) is not None:
+    if isinstance(payload, SemanticPayload) and payload.revision is not None:
         status = payload.revision.status._value_
     lri = lifecycle.last_reinforced_at
     curve = decay.curve._value_  # an enum's _value_ is .value, without the descriptor call
@@ -534,12 +538,10 @@ def record_row(record: MemoryRecord, anchor_salience: float, anchor_at: float, a
 
 def _runs(record: MemoryRecord) -> float | None:
     payload = record.payload
-    perf = getattr(payload, "performance", None)
-    if perf is not None:
-        return float(perf.success_count + perf.failure_count)
-    plan_metrics = getattr(payload, "metrics", None)
-    if plan_metrics is not None:
-        return float(plan_metrics.execution_count)
+    if isinstance(payload, CompetencePayload) and payload.performance is not None:
+        return float(payload.performance.success_count + payload.performance.failure_count)
+    if isinstance(payload, PlanGraphPayload) and payload.metrics is not None:
+        return float(payload.metrics.execution_count)
     return None
 
 

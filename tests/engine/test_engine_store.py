@@ -246,3 +246,19 @@ def test_a_new_sqlite_store_has_16_kib_pages_and_an_old_one_keeps_its_own(tmp_pa
     assert sizes == [SQLITE_PAGE_SIZE, 4096] and SQLITE_PAGE_SIZE == 16384
     assert [r.id for r in old.retrieve(RetrieveRequest(trust=trust("hyper"), limit=0)).records] == \
         [r.id for r in new.retrieve(RetrieveRequest(trust=trust("hyper"), limit=0)).records]
+
+
+def test_extra_payload_fields_named_like_another_layers_are_kept_not_read(tmp_path):
+    """An episode may carry unknown payload fields called revision, performance or metrics
+    (kept, as any extra field): they are not the semantic revision, competence performance or
+    plan metrics the columns are made from (this once failed the import)."""
+    doc = rec("e9", "episodic")
+    doc["payload"].update({"revision": {"status": "retracted"}, "performance": {"success_count": 3, "failure_count": 1},
+                           "metrics": {"execution_count": 4}})
+    m = _open(f"sqlite:///{tmp_path / 'm.db'}")
+    assert m.import_records([doc], actor="op") == 1
+    with m.store.read() as conn:
+        row = conn.execute(text("SELECT status, runs, success_signal FROM records WHERE id = 'e9'")).one()
+    assert tuple(row) == (None, None, 0.5)
+    payload = m.get("e9").to_json_dict()["payload"]
+    assert payload["revision"] == {"status": "retracted"} and payload["metrics"] == {"execution_count": 4}
