@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from membrane_engine import Membrane
 from membrane_engine.errors import NotFoundError, ValidationError
@@ -290,3 +291,30 @@ def test_custom_curves_take_keeps_repeated_rows_and_renumbers():
     assert dict(curves.take(np.array([1, 3, 3, 8, 9]))) == {1: a, 2: a, 4: a}
     assert dict(curves.take(np.array([0, 7]))) == {1: b}
     assert not curves.take(np.array([0, 1, 2]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(custom=st.dictionaries(st.integers(0, 400), st.sampled_from([0, 1, 2]), max_size=120),
+       rows=st.lists(st.integers(0, 400), max_size=12), repeat_custom=st.booleans())
+def test_custom_curves_take_of_a_few_rows_is_the_general_take(custom, rows, repeat_custom):
+    """take() looks a few rows up among many curves, else every curve up among the rows: the
+    same curves, positions and order either way (also from curves that a take made)."""
+    from membrane_engine.salience import CustomCurves
+
+    shapes = (((0.0, 1.0), (10.0, 0.5)), ((0.0, 1.0), (20.0, 0.0)), ((0.0, 0.7), (5.0, 0.1)))
+    curves = CustomCurves.of({r: shapes[k] for r, k in custom.items()})
+    if repeat_custom and len(curves.rows):
+        curves = curves.take(np.repeat(curves.rows, 2))  # each curve twice, at positions 0,1 / 2,3 / ...
+    wanted = np.array(sorted(rows), dtype=np.int64)
+
+    def general(c: CustomCurves) -> tuple:  # the one-pass take over every curve, as written before
+        if not len(c.rows) or not len(wanted):
+            return (), ()
+        lo = np.searchsorted(wanted, c.rows, side="left")
+        hi = np.searchsorted(wanted, c.rows, side="right")
+        positions = [p for a, b in zip(lo.tolist(), hi.tolist()) for p in range(a, b)]
+        profile = [k for k, a, b in zip(c.profile.tolist(), lo.tolist(), hi.tolist()) for _ in range(a, b)]
+        return tuple(positions), tuple(profile)
+
+    taken = curves.take(wanted)
+    assert (tuple(taken.rows.tolist()), tuple(taken.profile.tolist())) == general(curves)
