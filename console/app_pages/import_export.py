@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,20 @@ IMPORT_RESULT_KEY = "ie_import_result"
 EXPORT_KEY = "ie_export"
 UNSCOPED = "(unscoped)"
 _RECORD_LOC = re.compile(r"^record (\d+)(?::\s*(.*))?$")
+
+
+@st.cache_resource(show_spinner=False)
+def export_root() -> tempfile.TemporaryDirectory:
+    """Where this server writes export files, one folder per prepared export. A session's
+    previous export is removed when it prepares another; what sessions leave behind goes with
+    the server process (the directory's finalizer), instead of piling up in the temp folder."""
+    return tempfile.TemporaryDirectory(prefix="membrane-export-")
+
+
+def _remove_export(folder: Path) -> None:
+    if folder.parent == Path(export_root().name):  # only a folder this page made
+        shutil.rmtree(folder, ignore_errors=True)
+
 
 m = state.membrane()
 
@@ -154,8 +169,8 @@ with tab_out:
     if st.button("Prepare the export file", type="primary", key="ie_prepare", disabled=total == 0):
         previous = st.session_state.pop(EXPORT_KEY, None)
         if previous:
-            Path(previous["path"]).unlink(missing_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix="membrane-export-"))
+            _remove_export(Path(previous["path"]).parent)
+        folder = Path(tempfile.mkdtemp(dir=export_root().name))
         path = folder / f"membrane_export.{fmt}"
         try:
             with st.spinner("Writing records…"):
@@ -163,7 +178,11 @@ with tab_out:
             st.session_state[EXPORT_KEY] = {"path": str(path), "count": count, "format": fmt,
                                             "size": path.stat().st_size, "signature": signature}
         except MembraneError as exc:
+            _remove_export(folder)
             st.error(f"Export failed: {md(exc, 800)}")
+        except BaseException:
+            _remove_export(folder)
+            raise
     prepared = st.session_state.get(EXPORT_KEY)
     if prepared and prepared.get("signature") != signature:
         st.caption("The selection or format changed since the last export was prepared: prepare it again.")

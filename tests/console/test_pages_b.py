@@ -395,6 +395,33 @@ def test_export_of_the_whole_store_and_of_pasted_ids(store):
     assert "Export ready: 3 record(s)" in texts(at.success)
 
 
+def test_a_new_export_replaces_the_sessions_previous_one_and_a_failed_one_leaves_nothing(store, monkeypatch):
+    at = page("import_export")
+    ok(at.button(key="ie_prepare").click().run())
+    first = Path(at.session_state["ie_export"]["path"])
+    root = first.parent.parent
+    assert first.exists() and root.name.startswith("membrane-export-")
+    ok(at.radio(key="ie_format").set_value("jsonl").run())
+    ok(at.button(key="ie_prepare").click().run())
+    second = Path(at.session_state["ie_export"]["path"])
+    assert second.exists() and not first.parent.exists()  # the earlier file and its folder are gone
+    mine = {p for p in root.iterdir()}
+    assert second.parent in mine
+
+    from membrane_engine.errors import StoreUnavailableError
+
+    def failing(self, path, **kwargs):
+        Path(path).write_text("half")  # a failure after writing began
+        raise StoreUnavailableError("disk went away")
+
+    monkeypatch.setattr(Membrane, "export_file", failing)
+    ok(at.radio(key="ie_format").set_value("json").run())
+    ok(at.button(key="ie_prepare").click().run())
+    assert "Export failed: disk went away" in texts(at.error)
+    assert "ie_export" not in at.session_state and not second.parent.exists()
+    assert {p for p in root.iterdir()} == mine - {second.parent}  # nothing left by the failure
+
+
 # ----------------------------------------------------------------------------- record content stays inert
 
 HOSTILE_ID = "evil-**bold**-<b>x</b>-[link](javascript:alert(1))"
