@@ -138,14 +138,14 @@ def prepare_chunk(path: Path, chunk: Chunk, name: str, now: datetime,
 
 
 def prepared_parts(path: Path, now: datetime, actor: str, workers: int,
-                   parts: list[Chunk] | None = None) -> Iterator[PreparedImport]:
-    """The file's chunks (``parts``, else ``chunks(path)``) prepared by ``workers`` processes,
+                   file_chunks: list[Chunk] | None = None) -> Iterator[PreparedImport]:
+    """The file's chunks (``file_chunks``, else ``chunks(path)``) prepared by ``workers`` processes,
     in file order, at most ``2 * workers`` chunks ahead of the writer. A line that is not JSON
     raises ValidationError when its chunk comes up (the writer's transaction then rolls back).
     Workers run with the cyclic collector off (``imports.gc_paused`` says why): what they make
     goes back to this process, and they end with the import."""
     context = multiprocessing.get_context("spawn")
-    todo = chunks(path) if parts is None else parts
+    todo = chunks(path) if file_chunks is None else file_chunks
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=gc.disable) as pool:
         pending: deque[Future] = deque()
         try:

@@ -58,8 +58,7 @@ def compute_metrics(store: Store, snap: Snapshot, as_of: datetime,
     by_type = {name: int(np.count_nonzero(type_codes == TYPE_CODES[name])) for name in TYPE_NAMES}
     created = snap.created_at[rows]
     if action_counts is None:
-        action_counts = {action: int(count) for action, count, _ in
-                         store.peeking(lambda conn: store.audit_actions_after(conn, 0))}
+        action_counts = ActionCounts(store).current()
     runs = snap.runs[rows]
     with np.errstate(invalid="ignore"):
         comp = (type_codes == TYPE_CODES["competence"]) & (runs > 0)

@@ -30,7 +30,7 @@ class CustomCurves(Mapping):
     __slots__ = ("rows", "profile", "profiles")
 
     def __init__(self, rows: np.ndarray, profile: np.ndarray, profiles: tuple[Points, ...]):
-        self.rows = rows  # int64, ascending (repeats allowed after ``take`` with repeated rows)
+        self.rows = rows  # int64, strictly ascending (``take`` renumbers to distinct positions)
         self.profile = profile  # index into ``profiles``, aligned with ``rows``
         self.profiles = profiles
 
@@ -54,13 +54,11 @@ class CustomCurves(Mapping):
         if len(rows) * 16 < len(self.rows):
             # A few rows (an explain, a page) out of many custom ones (1% of a 1M store): look
             # the rows up among the curves, not every curve among the rows.
-            lo = np.searchsorted(self.rows, rows, side="left")
-            count = np.searchsorted(self.rows, rows, side="right") - lo
-            if count.max() <= 1:
-                positions = np.flatnonzero(count)
-                if not len(positions):
-                    return EMPTY_CURVES
-                return CustomCurves(positions, self.profile[lo[positions]], self.profiles)
+            at = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
+            positions = np.flatnonzero(self.rows[at] == rows)
+            if not len(positions):
+                return EMPTY_CURVES
+            return CustomCurves(positions, self.profile[at[positions]], self.profiles)
         lo = np.searchsorted(rows, self.rows, side="left")
         hi = np.searchsorted(rows, self.rows, side="right")
         count = hi - lo
