@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from membrane_engine import Membrane
+from membrane_engine import Membrane, TrustContext
 from membrane_engine.errors import AlreadyExistsError, ValidationError
 from membrane_engine import jsonl_import
 from membrane_engine import store as store_module
@@ -182,6 +182,78 @@ def test_a_large_import_leaves_no_write_ahead_log_behind(tmp_path, monkeypatch):
     m.import_records(_docs(), actor="op")
     assert (tmp_path / "m.db-wal").stat().st_size == 0
     assert m.count() == 30
+
+
+def _journal_of(path) -> str:
+    """The journal a SQLite file is in, from its header (bytes 18-19: 1 rollback, 2 WAL), read
+    without opening a connection (which would keep the file from leaving WAL mode)."""
+    with open(path, "rb") as f:
+        return {b"\x01\x01": "rollback", b"\x02\x02": "wal"}[f.read(20)[18:20]]
+
+
+def _parts_watching_the_journal(docs, path, seen: list[str]):
+    for lo in range(0, len(docs), 10):
+        yield prepare(docs[lo:lo + 10], T0, "op", first_index=lo)
+        seen.append(_journal_of(path))  # while the import writes, after this part
+
+
+def test_a_bulk_import_into_an_empty_store_writes_the_file_itself(tmp_path, monkeypatch):
+    """Store._direct_pages: a rollback journal while the import writes, the write-ahead log again
+    once it has committed; the store is the one import_records makes."""
+    monkeypatch.setattr(store_module, "BULK_ROWS", 10)
+    m = _open(tmp_path, "m.db")
+    assert _journal_of(tmp_path / "m.db") == "wal"
+    seen: list[str] = []
+    assert m.import_prepared(_parts_watching_the_journal(_docs(), tmp_path / "m.db", seen), expected=30) == 30
+    assert seen == ["rollback"] * 3
+    assert _journal_of(tmp_path / "m.db") == "wal"
+    with m.store.read() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+    whole = _open(tmp_path, "whole.db")
+    whole.import_records(_docs(), actor="op")
+    assert _dump(m) == _dump(whole) and m.verify_audit() == []
+    m.reinforce("r1", actor="op", rationale="still a working store")
+    assert m.retrieve_by_id("r1", TrustContext(max_sensitivity="hyper")).audit_log[-1].action.value == "reinforce"
+
+
+def test_a_failed_bulk_import_into_an_empty_store_leaves_it_empty_and_in_wal(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "BULK_ROWS", 10)
+    m = _open(tmp_path, "m.db")
+    docs = _docs()
+    docs[25]["id"] = "r3"  # refused when the third part is written, after two parts went into the file
+    seen: list[str] = []
+    with pytest.raises(AlreadyExistsError, match="r3"):
+        m.import_prepared(_parts_watching_the_journal(docs, tmp_path / "m.db", seen), expected=30)
+    assert seen == ["rollback"] * 2
+    assert _journal_of(tmp_path / "m.db") == "wal" and not (tmp_path / "m.db-journal").exists()
+    assert m.count() == 0
+    with m.store.read() as conn:
+        assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+        assert conn.exec_driver_sql("SELECT count(*) FROM audit_entries").scalar() == 0
+    assert m.import_records(_docs(), actor="op") == 30  # and it takes the import afterwards
+
+
+def test_a_bulk_import_keeps_the_write_ahead_log_when_the_file_is_shared_or_not_empty(tmp_path, monkeypatch):
+    """Another connection on the file (here: a reader in another 'process') or a record already
+    in the store: the import runs in WAL mode, as any write does, and readers are never blocked."""
+    import sqlite3
+
+    monkeypatch.setattr(store_module, "BULK_ROWS", 10)
+    m = _open(tmp_path, "m.db")
+    other = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
+    try:
+        assert other.execute("SELECT count(*) FROM records").fetchone() == (0,)
+        seen: list[str] = []
+        docs = _docs()
+        assert m.import_prepared(_parts_watching_the_journal(docs[:20], tmp_path / "m.db", seen), expected=20) == 20
+        assert seen == ["wal", "wal"]
+        assert other.execute("SELECT count(*) FROM records").fetchone() == (20,)
+    finally:
+        other.close()
+    seen = []
+    assert m.import_prepared(_parts_watching_the_journal(docs[20:], tmp_path / "m.db", seen), expected=10) == 10
+    assert seen == ["wal"] and m.count() == 30
 
 
 def test_the_collector_is_paused_only_while_importing(tmp_path):
