@@ -352,3 +352,66 @@ def test_a_line_whose_numbers_grow_past_the_limit_when_written_is_refused(tmp_pa
     assert many.value.problems == one.value.problems
     assert "the limit is" in str(many.value) and "record 1" in str(many.value)
     assert m.count() == 0
+
+
+# --------------------------------------------------------------------------- PostgreSQL: indexes built after
+
+_SECONDARY = {"ix_records_gate", "ix_records_scope", "ix_records_created", "ix_audit_ts", "ix_audit_actor",
+              "ix_audit_action"}
+_INDEXES = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+
+
+def _indexes(m: Membrane) -> set[str]:
+    with m.store.read() as conn:
+        return set(conn.exec_driver_sql(_INDEXES).scalars())
+
+
+def _watch_indexes(monkeypatch, seen: list[set[str]]) -> None:
+    """Record the indexes the import's own transaction sees as each part is written."""
+    original = store_module.Store.insert_values
+
+    def insert_values(self, conn, rows):
+        seen.append(set(conn.exec_driver_sql(_INDEXES).scalars()))
+        return original(self, conn, rows)
+
+    monkeypatch.setattr(store_module.Store, "insert_values", insert_values)
+
+
+@pytest.mark.postgres
+def test_a_bulk_import_into_an_empty_postgres_store_builds_its_indexes_after(postgres_url, monkeypatch):
+    """Store._indexes_after: the secondary indexes are gone while the parts are written and all
+    there again when the import commits; keys stay (they refuse duplicates). The store is the one
+    import_records makes (its audit verifies, its reads find every record)."""
+    monkeypatch.setattr(store_module, "BULK_ROWS", 10)
+    m = Membrane.open(postgres_url, load_sample=False, clock=lambda: T0)
+    before = _indexes(m)
+    assert _SECONDARY | {"records_pkey", "uq_audit_record_position"} <= before
+    seen: list[set[str]] = []
+    _watch_indexes(monkeypatch, seen)
+    parts = [prepare(_docs()[lo:lo + 10], T0, "op", first_index=lo) for lo in (0, 10, 20)]
+    assert m.import_prepared(iter(parts), expected=30) == 30
+    assert seen == [before - _SECONDARY] * 3
+    assert _indexes(m) == before
+    assert m.verify_audit() == [] and m.count() == 30
+    everything = TrustContext(max_sensitivity="hyper")
+    assert all(m.retrieve_by_id(f"r{i}", everything).id == f"r{i}" for i in range(30))
+    seen.clear()
+    m.import_records([rec(f"later{i}", "episodic") for i in range(12)], actor="op")  # bulk, not empty: they stay
+    assert seen == [before]
+
+
+@pytest.mark.postgres
+def test_a_failed_bulk_import_into_an_empty_postgres_store_keeps_its_indexes(postgres_url, monkeypatch):
+    monkeypatch.setattr(store_module, "BULK_ROWS", 10)
+    m = Membrane.open(postgres_url, load_sample=False, clock=lambda: T0)
+    before = _indexes(m)
+    docs = _docs()
+    docs[25]["id"] = "r3"  # refused at the third part, after two were written without the indexes
+    seen: list[set[str]] = []
+    _watch_indexes(monkeypatch, seen)
+    with pytest.raises(AlreadyExistsError, match="r3"):
+        m.import_prepared(iter([prepare(docs[lo:lo + 10], T0, "op", first_index=lo) for lo in (0, 10, 20)]),
+                          expected=30)
+    assert seen == [before - _SECONDARY] * 2
+    assert _indexes(m) == before and m.count() == 0
+    assert m.import_records(_docs(), actor="op") == 30
