@@ -358,12 +358,17 @@ def test_a_line_whose_numbers_grow_past_the_limit_when_written_is_refused(tmp_pa
 
 _SECONDARY = {"ix_records_gate", "ix_records_scope", "ix_records_created", "ix_audit_ts", "ix_audit_actor",
               "ix_audit_action"}
-_INDEXES = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+
+
+def _index_query(conn) -> str:
+    if conn.dialect.name == "sqlite":
+        return "SELECT name FROM sqlite_master WHERE type = 'index'"
+    return "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
 
 
 def _indexes(m: Membrane) -> set[str]:
     with m.store.read() as conn:
-        return set(conn.exec_driver_sql(_INDEXES).scalars())
+        return set(conn.exec_driver_sql(_index_query(conn)).scalars())
 
 
 def _watch_indexes(monkeypatch, seen: list[set[str]]) -> None:
@@ -371,7 +376,7 @@ def _watch_indexes(monkeypatch, seen: list[set[str]]) -> None:
     original = store_module.Store.insert_values
 
     def insert_values(self, conn, rows):
-        seen.append(set(conn.exec_driver_sql(_INDEXES).scalars()))
+        seen.append(set(conn.exec_driver_sql(_index_query(conn)).scalars()))
         return original(self, conn, rows)
 
     monkeypatch.setattr(store_module.Store, "insert_values", insert_values)
@@ -415,3 +420,33 @@ def test_a_failed_bulk_import_into_an_empty_postgres_store_keeps_its_indexes(pos
     assert seen == [before - _SECONDARY] * 2
     assert _indexes(m) == before and m.count() == 0
     assert m.import_records(_docs(), actor="op") == 30
+
+
+def test_a_bulk_import_into_an_empty_sqlite_store_builds_its_indexes_after(tmp_path, monkeypatch):
+    """The same on SQLite (the covering index of the column cache's load included), in the
+    import's transaction: a failed import keeps them, a store that held records keeps them."""
+    monkeypatch.setattr(store_module, "BULK_ROWS", 10)
+    m = _open(tmp_path, "m.db")
+    before = _indexes(m)
+    secondary = _SECONDARY | {"ix_records_scalars"}
+    assert secondary <= before
+    seen: list[set[str]] = []
+    _watch_indexes(monkeypatch, seen)
+    docs = _docs()
+    docs[25]["id"] = "r3"
+    with pytest.raises(AlreadyExistsError, match="r3"):
+        m.import_prepared(iter([prepare(docs[lo:lo + 10], T0, "op", first_index=lo) for lo in (0, 10, 20)]),
+                          expected=30)
+    assert seen == [before - secondary] * 2 and _indexes(m) == before and m.count() == 0
+    seen.clear()
+    assert m.import_prepared(iter([prepare(_docs()[lo:lo + 10], T0, "op", first_index=lo) for lo in (0, 10, 20)]),
+                             expected=30) == 30
+    assert seen == [before - secondary] * 3 and _indexes(m) == before
+    with m.store.read() as conn:
+        assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+        plan = " ".join(str(r) for r in conn.exec_driver_sql(
+            "EXPLAIN QUERY PLAN SELECT id FROM records WHERE scope = 's1'").fetchall())
+    assert "ix_records_" in plan  # the rebuilt indexes are used
+    seen.clear()
+    m.import_records([rec(f"later{i}", "episodic") for i in range(12)], actor="op")
+    assert seen == [before]
