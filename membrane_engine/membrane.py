@@ -39,7 +39,6 @@ from .schema import (
     to_epoch,
 )
 from .selector import DEFAULT_THRESHOLD, EmbeddingProvider
-from . import store as store_module
 from .store import DEFAULT_DB_PATH, Store, default_url
 from .trust import TrustContext, Verdict, as_trust, redact
 
@@ -129,8 +128,7 @@ class Membrane(CurationMixin):
             parts, expected = [parts], len(parts.rows)
         written = 0
         # The collector stays off while parts arrive too: unpickling them allocates as much.
-        bulk = (expected or 0) >= store_module.BULK_ROWS
-        with gc_paused(), self.store.write(direct=bulk) as conn, self.store.bulk(conn, expected or 0):
+        with gc_paused(), self.store.bulk_write(expected or 0) as conn:
             ids = WrittenIds(self.store, conn)
             for part in parts:
                 written += check_and_write(part, self.store, conn, ids)

@@ -171,14 +171,15 @@ _CHANGED_ROW_COLUMNS = ", ".join(f"r.{c}" if c != "packed" else PACKED_CODES for
 # SQLite keeps a record's scalars on the same pages as its ~1.5 KB document: a covering index
 # lets the cold load scan 100-byte index entries instead (-20% at 1M). PostgreSQL reads its
 # heap fast enough and would pay the index on every write for nothing.
+SQLITE_SCALAR_INDEX_NAME = "ix_records_scalars"
 SQLITE_SCALAR_INDEX = (
-    "CREATE INDEX IF NOT EXISTS ix_records_scalars ON records (scope, sens_level, type, id, confidence, "
+    f"CREATE INDEX IF NOT EXISTS {SQLITE_SCALAR_INDEX_NAME} ON records (scope, sens_level, type, id, confidence, "
     "created_at, anchor_salience, anchor_at, curve, half_life, min_salience, max_age, decay_points, pinned, "
     "deletion_policy, last_reinforced_at, success_signal, runs)")
 
 
 SQLITE_PAGE_SIZE = 16384
-BULK_ROWS = 5000  # imports at least this large get Store.bulk() settings
+BULK_ROWS = 5000  # imports at least this large get Store.bulk_write() settings
 # SQLite page cache during a bulk write, in KiB: about 2 KiB per record written (the index
 # pages its inserts touch at random stay in memory, so a large import is not I/O bound), from
 # 256 MiB up to 1 GiB.
@@ -778,25 +779,17 @@ class Store:
         transaction that writes pages into the file (in WAL mode they read the state before it),
         and an empty store has nothing to read. Anything else, another connection included (the
         switch needs the file to itself), leaves the write-ahead log on; it is only slower."""
-        raw = conn.connection.driver_connection  # the driver's: SQLAlchemy would begin a transaction
-
-        def one(statement: str) -> Any:
-            cursor = raw.execute(statement)
-            try:
-                return cursor.fetchall()
-            finally:
-                cursor.close()
-
-        if self._file is None or any(one(f"SELECT 1 FROM {table} LIMIT 1") for table in ("records", "archive")):
+        if self._file is None or not self.is_empty(conn):
             return
         self.engine.pool.dispose()  # this process's idle connections would keep the file open
-        one("PRAGMA busy_timeout = 0")  # another connection: give up at once, not wait
-        try:
-            switched = one("PRAGMA journal_mode = DELETE") == [("delete",)]
-        except sqlite3.OperationalError:  # "database is locked": someone else has the file open
-            switched = False
-        finally:
-            one(f"PRAGMA busy_timeout = {self._timeout_ms}")
+        with _driver_cursor(conn) as cursor:  # the driver's: SQLAlchemy would begin a transaction
+            cursor.execute("PRAGMA busy_timeout = 0")  # another connection: give up at once, not wait
+            try:
+                switched = cursor.execute("PRAGMA journal_mode = DELETE").fetchall() == [("delete",)]
+            except sqlite3.OperationalError:  # "database is locked": someone else has the file open
+                switched = False
+            finally:
+                cursor.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
         if switched:
             conn.info[_DIRECT_PAGES] = True
 
@@ -1060,9 +1053,14 @@ class Store:
         return found
 
     def is_empty(self, conn: Connection) -> bool:
-        """No record in the store, live or archived."""
-        return all(conn.exec_driver_sql(f"SELECT 1 FROM {table} LIMIT 1").first() is None
-                   for table in ("records", "archive"))
+        """No record in the store, live or archived. Through the driver, so it may also be asked
+        before a transaction begins (``_direct_pages``) without SQLAlchemy beginning one."""
+        with _driver_cursor(conn) as cursor:
+            for table in ("records", "archive"):
+                cursor.execute(f"SELECT 1 FROM {table} LIMIT 1")
+                if cursor.fetchall():
+                    return False
+        return True
 
     def insert_values(self, conn: Connection, rows: list[tuple]) -> None:
         """``insert_rows`` for rows made by ``record_values`` (tuples in ROW_COLUMNS order)."""
@@ -1087,6 +1085,14 @@ class Store:
     def remove_row(self, conn: Connection, record_id: str) -> None:
         conn.execute(records.delete().where(records.c.id == record_id))
         conn.execute(changes.insert().values(record_id=record_id))
+
+    @contextmanager
+    def bulk_write(self, rows: int) -> Iterator[Connection]:
+        """The write transaction of an import of ``rows`` records: from BULK_ROWS on, written
+        straight into an empty SQLite file when it can be (``write(direct=True)``) and with
+        ``bulk``'s settings."""
+        with self.write(direct=rows >= BULK_ROWS) as conn, self.bulk(conn, rows):
+            yield conn
 
     @contextmanager
     def bulk(self, conn: Connection, rows: int) -> Iterator[None]:
@@ -1131,7 +1137,7 @@ class Store:
         for index in indexes:
             index.drop(conn)
         if self.is_sqlite:
-            conn.exec_driver_sql("DROP INDEX IF EXISTS ix_records_scalars")
+            conn.exec_driver_sql(f"DROP INDEX IF EXISTS {SQLITE_SCALAR_INDEX_NAME}")
         yield
         if not self.is_sqlite:
             conn.exec_driver_sql("SET LOCAL maintenance_work_mem = '256MB'")  # sorts in memory
