@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
+import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -143,10 +146,12 @@ def prepared_parts(path: Path, now: datetime, actor: str, workers: int,
     in file order, at most ``2 * workers`` chunks ahead of the writer. A line that is not JSON
     raises ValidationError when its chunk comes up (the writer's transaction then rolls back).
     Workers run with the cyclic collector off (``imports.gc_paused`` says why): what they make
-    goes back to this process, and they end with the import."""
+    goes back to this process, and they end with the import, or soon after this process dies
+    (``worker_start``)."""
     context = multiprocessing.get_context("spawn")
     todo = chunks(path) if file_chunks is None else file_chunks
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=gc.disable) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_start,
+                             initargs=(os.getpid(),)) as pool:
         pending: deque[Future] = deque()
         try:
             for chunk in todo:
@@ -158,6 +163,27 @@ def prepared_parts(path: Path, now: datetime, actor: str, workers: int,
         finally:
             for future in pending:
                 future.cancel()
+
+
+ORPHAN_CHECK_S = 0.5  # how often a worker looks for its importing process
+
+
+def worker_start(importer: int) -> None:
+    """A worker's set-up: the cyclic collector off for its life, and a watch on the importing
+    process. Killed mid-import (a stopped benchmark, a console server shut down), that process
+    cannot tell its workers to stop, and they would wait for the next chunk forever, each
+    holding a few hundred MB: a spawned worker holds both ends of its task queue's pipe, so it
+    never reads an end of file. The watch ends the worker once its parent is no longer the
+    importer (on Linux an orphan is handed to another process)."""
+    gc.disable()
+    threading.Thread(target=_exit_when_orphaned, args=(importer,), name="membrane-import-orphan-watch",
+                     daemon=True).start()
+
+
+def _exit_when_orphaned(importer: int) -> None:
+    while os.getppid() == importer:
+        time.sleep(ORPHAN_CHECK_S)
+    os._exit(1)  # no clean-up to run: the worker wrote nothing, its results were for the importer
 
 
 def _result(future: Future) -> PreparedImport:

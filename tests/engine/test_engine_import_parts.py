@@ -4,7 +4,12 @@ Membrane.import_prepared): the same store as import_records, all or nothing acro
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -450,3 +455,52 @@ def test_a_bulk_import_into_an_empty_sqlite_store_builds_its_indexes_after(tmp_p
     seen.clear()
     m.import_records([rec(f"later{i}", "episodic") for i in range(12)], actor="op")
     assert seen == [before]
+
+
+# --------------------------------------------------------------------------- workers of a killed import
+
+_IMPORTER = """
+import json, multiprocessing, sys, time
+from datetime import datetime, timezone
+from pathlib import Path
+from membrane_engine import jsonl_import
+
+if __name__ == "__main__":
+    jsonl_import.CHUNK_BYTES = 700
+    parts = jsonl_import.prepared_parts(Path(sys.argv[1]), datetime.now(timezone.utc), "op", workers=2)
+    next(parts)  # the workers are up and working
+    print(json.dumps([p.pid for p in multiprocessing.active_children()]), flush=True)
+    time.sleep(600)  # killed here, mid-import
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not hasattr(os, "getppid") or not os.path.isdir("/proc"), reason="reads /proc (Linux)")
+def test_workers_of_a_killed_import_exit(tmp_path):
+    docs = [rec(f"r{i}", "semantic") for i in range(200)]
+    _write_jsonl(tmp_path / "in.jsonl", docs)
+    script = tmp_path / "importer.py"
+    script.write_text(_IMPORTER)
+    importer = subprocess.Popen([sys.executable, str(script), str(tmp_path / "in.jsonl")], stdout=subprocess.PIPE,
+                                text=True, cwd=tmp_path)
+    try:
+        workers = json.loads(importer.stdout.readline())
+        assert len(workers) == 2 and all(_alive(pid) for pid in workers)
+    finally:
+        importer.kill()
+        importer.wait()
+    deadline = time.monotonic() + 30 * jsonl_import.ORPHAN_CHECK_S
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in workers if _alive(pid)]
+    for pid in left:  # leave nothing behind for the next test, even when this one fails
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
