@@ -9,7 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from conftest import ROOT
+ROOT = Path(__file__).resolve().parents[2]  # not from conftest: another directory's conftest may hold that name
 
 
 def test_benchmark_runs_end_to_end(tmp_path: Path):
