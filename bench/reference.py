@@ -22,7 +22,7 @@ from sqlalchemy import select as sql_select
 from membrane_engine import Membrane, MemoryRecord, RetrieveRequest, RetrieveResponse
 from membrane_engine.audit import logs_of
 from membrane_engine.columns import TYPE_CODES, Snapshot
-from membrane_engine.retrieval import validate_request
+from membrane_engine.retrieval import MAX_LIMIT, validate_request
 from membrane_engine.salience import salience_at, salience_of, take
 from membrane_engine.schema import CANONICAL_LAYER_ORDER, LAYER_RANK, SELECTOR_TYPES, to_epoch
 from membrane_engine.selector import DEFAULT_THRESHOLD, select
@@ -56,7 +56,7 @@ def naive_retrieve(m: Membrane, req: RetrieveRequest, threshold: float = DEFAULT
                 key = (-s, LAYER_RANK[layer.value], -to_epoch(record.created_at), record.id)
                 passing.append((key, record, verdict is Verdict.REDACTED))
         passing.sort(key=lambda p: p[0])
-        page = passing[:limit] if limit else passing
+        page = passing[:limit or MAX_LIMIT]  # limit 0: no limit of the caller's, the 10,000 cap
         logs = logs_of(conn, [r.id for _, r, red in page if not red])
     for _, record, red in page:
         if not red:
@@ -86,7 +86,8 @@ def numpy_floor(snap: Snapshot, req: RetrieveRequest) -> tuple[np.ndarray, np.nd
     if min_salience > 0:
         keep = s >= min_salience
         rows, s = rows[keep], s[keep]
-    if limit and len(s) > limit:
+    limit = limit or MAX_LIMIT
+    if len(s) > limit:
         top = np.argpartition(-s, limit - 1)[:limit]
         rows, s = rows[top], s[top]
     order = np.argsort(-s, kind="stable")

@@ -14,7 +14,7 @@ from bench.generate import NOW, SCOPE_NAMES, records
 from bench.reference import naive_retrieve, same_response
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.errors import MembraneError
-from membrane_engine.retrieval import SELECTED_MAX
+from membrane_engine.retrieval import MAX_LIMIT, SELECTED_MAX, records_returned
 
 TYPES = ["episodic", "working", "semantic", "competence", "plan_graph", "entity"]
 LEVELS = ["public", "low", "medium", "high", "hyper"]
@@ -137,3 +137,28 @@ def test_fast_path_follows_writes_by_another_connection(kind, request):
         run()
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_limit_zero_returns_at_most_the_cap(kind, request):
+    """Limit 0 (no limit of the caller's) returns the first MAX_LIMIT records, as limit
+    MAX_LIMIT does and as the reference does; what passed gating is still counted in full and
+    the selector still sees every candidate."""
+    m = Membrane.open(request.getfixturevalue("sqlite_url" if kind == "sqlite" else "postgres_url"),
+                      load_sample=False, clock=lambda: NOW)
+    try:
+        m.import_records(list(records(MAX_LIMIT + 400, seed=11)))
+        everything = RetrieveRequest(trust=TrustContext(max_sensitivity="hyper"), as_of=NOW)
+        sim = m.simulate(everything)
+        assert sim.total_matching > MAX_LIMIT  # the generated store keeps enough records alive
+        assert sum(c.full + c.redacted for c in sim.counts.values()) == sim.total_matching
+        assert len(sim.response.records) == records_returned(sim.total_matching, 0) == MAX_LIMIT
+        capped = m.retrieve(everything.model_copy(update={"limit": MAX_LIMIT}))
+        assert [r.id for r in sim.response.records] == [r.id for r in capped.records]
+        selector_types = {"competence", "plan_graph"}
+        candidates = sum(c.full + c.redacted for t, c in sim.counts.items() if t in selector_types)
+        assert len(sim.response.selection.scores) == candidates
+        check(m, everything)  # the reference cuts at the cap too
+        check(m, everything.model_copy(update={"min_salience": 0.05, "memory_types": ["episodic", "semantic"]}))
+    finally:
+        m.close()
