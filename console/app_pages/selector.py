@@ -46,8 +46,10 @@ with controls:
                           help="needs_more is true when the confidence is below this (engine default "
                                f"{m.selector_threshold:g})")
 
+# The selector sees every candidate whatever the limit (SPEC 4, step 6), and this page shows the
+# selection, not the returned records: limit 1 spares reading thousands of them.
 request = RetrieveRequest(trust=trust, task_descriptor=task, memory_types=SELECTOR_TYPES,
-                          min_salience=min_salience, limit=0, as_of=as_of)
+                          min_salience=min_salience, limit=1, as_of=as_of)
 with results:
     try:
         simulation = m.simulate(request)
@@ -55,8 +57,11 @@ with results:
         st.error(f"The engine refused the request: {md(exc, 500)}")
         st.stop()
     selection = simulation.response.selection
+    # Every candidate is scored; signals and records come for the best SELECTED_MAX of them.
+    candidates = len(selection.scores) if selection is not None else 0
     if selection is not None and abs(threshold - selection.threshold) > 1e-12:
-        # Same candidates, the engine's selector at the operator's threshold.
+        # The engine's selector at the operator's threshold over the best candidates: the
+        # confidence depends only on the best two, which are among them.
         selection = select(selection.selected, as_of, threshold=threshold, task_descriptor=task,
                            embeddings=m.embeddings)
 
@@ -76,9 +81,10 @@ with results:
     runner = signals[1] if len(signals) > 1 else None
 
     st.subheader("Decision")
-    c1, c2, c3, c4 = st.columns([4, 5, 5, 6])
-    c1.metric("Candidates", len(signals), help=f"{redacted} redacted, {hidden} hidden by trust, "
-                                               f"{below} below min salience")
+    c1, c2, c3, c4 = st.columns([6, 5, 5, 6])  # c1 holds up to a 7-digit count
+    c1.metric("Candidates", f"{candidates:,}", help=f"Competence and plan records that passed gating and the "
+                                                    f"salience filter ({redacted:,} of them redacted); {hidden:,} "
+                                                    f"hidden by trust, {below:,} below min salience")
     c2.metric("Best score", f"{best.score:.4f}",
               delta=f"{best.score - runner.score:+.4f} lead" if runner else None, delta_color="off",
               help="The selected candidate's score; the delta is its lead over the runner-up's score"
@@ -141,6 +147,8 @@ with results:
         "salience": by_id[s.record_id].salience if s.record_id in by_id else None,
     } for k, s in enumerate(signals)])
     number = st.column_config.NumberColumn(format="%.4f")
+    if candidates > len(signals):
+        st.caption(f"The {len(signals):,} best of {candidates:,} candidates.")
     st.dataframe(table, hide_index=True, key="sel_table",
                  column_config={c: number for c in ("applicability", "success", "recency", "score", "salience")})
     if redacted:

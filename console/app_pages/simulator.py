@@ -20,6 +20,7 @@ from console.components.time_input import as_of_input
 from console.components.trust_form import LAYERS, RequestParams, params_from_query, trust_context_form
 from membrane_engine import RetrieveRequest, TrustContext
 from membrane_engine.errors import MembraneError, NotFoundError
+from membrane_engine.retrieval import MAX_LIMIT, records_returned
 
 K = "sim"
 PAGE_SIZE = 10
@@ -67,8 +68,8 @@ with form_right:
     c1, c2 = st.columns(2)
     min_salience = c1.number_input("Min salience", min_value=0.0, step=0.05, format="%.3f", key=f"{K}_min_salience",
                                    help="Records with S(as of) below this are dropped (0 disables the filter)")
-    limit = c2.number_input("Limit", min_value=0, max_value=10_000, step=1, key=f"{K}_limit",
-                            help="0 means no limit")
+    limit = c2.number_input("Limit", min_value=0, max_value=MAX_LIMIT, step=1, key=f"{K}_limit",
+                            help=f"0 means no limit: the first {MAX_LIMIT:,} records are returned")
     as_of = as_of_input(f"{K}_as_of", st.session_state.get(f"{K}_as_of_default"),
                         help="Salience is evaluated at this instant.")
 
@@ -108,7 +109,7 @@ def simulate(memory_types: list[str], limit_: int):
 
 def materialized(total_wanted: int) -> int:
     """A limit covering ``total_wanted`` records, rounded up so nearby pages share a simulation."""
-    return min(10_000, -(-total_wanted // CHUNK) * CHUNK)
+    return min(MAX_LIMIT, -(-total_wanted // CHUNK) * CHUNK)
 
 
 def pager(total: int, key: str) -> int:
@@ -141,13 +142,13 @@ except MembraneError as exc:
     st.error(f"The engine refused the request: {exc}")
     st.stop()
 
-returned = min(sim.total_matching, int(limit)) if limit else sim.total_matching
+returned = records_returned(sim.total_matching, int(limit))
 totals = {c: sum(getattr(lc, c) for lc in sim.counts.values()) for c in LAYER_COLUMNS}
 
 st.divider()
 mc = st.columns(5)
 mc[0].metric("Returned", f"{returned:,}", help=f"{sim.total_matching:,} records pass gating and the salience filter"
-             + (f"; the limit keeps {int(limit):,}" if limit else "; no limit"))
+             + (f"; the limit keeps {int(limit):,}" if limit else f"; no limit, so the first {MAX_LIMIT:,} at most"))
 mc[1].metric("Full", f"{totals['full']:,}", help="Visible in full (sensitivity within max, scope allowed)")
 mc[2].metric("Redacted", f"{totals['redacted']:,}", help="Sensitivity one level above max: metadata only")
 mc[3].metric("Hidden", f"{totals['hidden']:,}", help="Not visible at all (too sensitive or scope not allowed)")
@@ -207,7 +208,9 @@ labels = [f"Ranked result ({returned:,})"] + [
 tabs = st.tabs(labels, key=f"{K}_view", on_change="rerun")
 with tabs[0]:
     if tabs[0].open:
-        st.caption("All layers merged, sorted by salience at the as-of instant; the limit applies here.")
+        st.caption("All layers merged, sorted by salience at the as-of instant; the limit applies here"
+                   + (f" (with no limit, the first {MAX_LIMIT:,} of {sim.total_matching:,})."
+                      if returned < sim.total_matching and not limit else "."))
         if not returned:
             st.info("Nothing is returned for this context and request.")
         else:
@@ -226,10 +229,12 @@ for tab, layer in zip(tabs[1:], layer_names):
         if not n:
             st.info("No record of this layer is visible to this context.")
             continue
-        offset = pager(n, f"{K}_page_{layer}")
+        listed = records_returned(n, 0)  # a layer lists what a retrieve of that layer alone returns
+        offset = pager(listed, f"{K}_page_{layer}")
         sub = simulate([layer], materialized(offset + PAGE_SIZE))
         page = sub.response.records[offset:offset + PAGE_SIZE]
-        st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {n:,}.")
+        st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {n:,}"
+                   + (f" (the first {listed:,} by salience can be listed)." if listed < n else "."))
         cards(page, offset, f"layer_{layer}")
 
 # ---------------------------------------------------------------------------- any record
