@@ -88,9 +88,20 @@ def audit_actors(membrane: "Membrane", limit: int = 500) -> list[str]:
 
 def audit_span(membrane: "Membrane") -> tuple[float, float] | None:
     """(oldest, newest) entry time in epoch seconds, or None for an empty log."""
+    # One subquery per bound: each is then one look into the ts index (both aggregates in one
+    # SELECT made SQLite scan the whole log, 140 ms at 2M entries).
+    lo_q = select(func.min(audit_entries.c.ts)).scalar_subquery()
+    hi_q = select(func.max(audit_entries.c.ts)).scalar_subquery()
     with membrane.store.read() as conn:
-        lo, hi = conn.execute(select(func.min(audit_entries.c.ts), func.max(audit_entries.c.ts))).one()
+        lo, hi = conn.execute(select(lo_q, hi_q)).one()
     return None if lo is None else (float(lo), float(hi))
+
+
+def audit_newest(membrane: "Membrane") -> int:
+    """The newest audit entry's sequence number (0 for an empty log). Entries are append-only,
+    so a count or chart of the log is current while this is unchanged."""
+    with membrane.store.read() as conn:
+        return int(conn.execute(select(func.max(audit_entries.c.seq))).scalar() or 0)
 
 
 def audit_activity(membrane: "Membrane", bucket_seconds: float = 86400.0, actor: str | None = None,

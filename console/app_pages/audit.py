@@ -14,7 +14,7 @@ from console.components.chart_safety import PALETTE, plot_text, tidy
 from console.components.record_picker import ids_from_url
 from console.components.safe import clean, md
 from membrane_engine.errors import MembraneError
-from membrane_engine.lookups import audit_activity, audit_actors, audit_span
+from membrane_engine.lookups import audit_activity, audit_actors, audit_newest, audit_span
 from membrane_engine.schema import AuditAction
 
 UTC = timezone.utc
@@ -26,11 +26,20 @@ VERIFY_KEY = "audit_verification"
 m = state.membrane()
 
 
-@st.cache_data(ttl=30, show_spinner=False)
-def facets(_membrane, url: str) -> tuple[list[str], tuple[float, float] | None]:
-    """Actors (for the filter) and the log's time span: GROUP BY / MIN-MAX over the whole log,
-    so kept for 30 s per store rather than recomputed on every widget change."""
+# The log is append-only: what is computed over it holds while its newest entry is the same,
+# so the newest entry's number keys these caches (a write anywhere shows at the next run).
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def facets(_membrane, url: str, newest: int) -> tuple[list[str], tuple[float, float] | None]:
+    """Actors (for the filter, a GROUP BY over the whole log) and the log's time span."""
     return audit_actors(_membrane), audit_span(_membrane)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def activity(_membrane, url: str, newest: int, bucket: int, filters: tuple) -> list[tuple[float, str, int]]:
+    """Entries per bucket and action (a GROUP BY over every matching entry: 1.2 s over 2M)."""
+    return audit_activity(_membrane, bucket_seconds=bucket, **dict(filters))
 
 
 
@@ -71,7 +80,8 @@ if verification is not None and verification[1]:
 url_ids = ids_from_url()
 if "audit_record" not in st.session_state and url_ids:
     st.session_state["audit_record"] = url_ids[0]
-actors, span = facets(m, m.url)
+newest = audit_newest(m)
+actors, span = facets(m, m.url, newest)
 st.subheader("Filter")
 f1, f2, f3, f4, f5 = st.columns([2, 2, 3, 2, 2])
 actor = f1.selectbox("Actor", [ANY] + actors, key="audit_actor", format_func=lambda a: clean(a, 80))
@@ -121,8 +131,8 @@ if total:
     hi = (filters["until"].timestamp() if filters["until"] else (span[1] if span else 0))
     width = max(hi - lo, 1)
     bucket = 3600 if width <= 3 * 86400 else 86400 if width <= 180 * 86400 else 7 * 86400
-    activity = audit_activity(m, bucket_seconds=bucket, **filters)
-    act = pd.DataFrame(activity, columns=["bucket", "action", "count"])
+    counts = activity(m, m.url, newest, bucket, tuple(filters.items()))
+    act = pd.DataFrame(counts, columns=["bucket", "action", "count"])
     act["bucket"] = pd.to_datetime(act["bucket"].round().astype("int64"), unit="s", utc=True)
     fig = go.Figure()
     for name in ACTIONS:

@@ -224,6 +224,25 @@ def test_audit_filter_narrows_the_table_and_verification_reports_intact(store):
     assert "intact" in texts(at.success)
 
 
+def test_audit_activity_follows_a_new_entry(store):
+    """The activity chart is cached by the log's newest entry: a write shows at the next run."""
+    def plotted(at: AppTest) -> int:
+        spec = charts(at)
+        activity = next(fig for key, fig in spec.items() if "audit_activity" in key)
+        return int(sum(sum(values(trace["y"])) for trace in activity["data"]))
+
+    at = page("audit")
+    before = plotted(at)
+    assert before == fresh(store).audit_query(limit=0)[0]
+    rid, _ = reinforced_record(store)
+    m = fresh(store)
+    m.reinforce(rid, actor="ops:test", rationale="again")
+    m.close()
+    ok(at.run())
+    assert plotted(at) == before + 1
+    assert at.metric[0].value == f"{before + 1:,}"
+
+
 def test_audit_verification_reports_a_tampered_entry(store):
     path = store.removeprefix("sqlite:///")
     with sqlite3.connect(path) as conn:

@@ -8,7 +8,7 @@ from engine_kit import T0, rec as make_record
 
 from membrane_engine import audit as audit_module
 from membrane_engine.explorer import Filters, search
-from membrane_engine.lookups import audit_activity, search_records
+from membrane_engine.lookups import audit_activity, audit_newest, audit_span, search_records
 
 
 def test_tag_filters_match_non_ascii_tags(membrane):
@@ -38,3 +38,18 @@ def test_audit_activity_counts_what_the_audit_query_lists(membrane):
         buckets = audit_activity(membrane, actor=actor, since=since)
         assert sum(n for _, _, n in buckets) == total == len(rows)
     assert audit_module.filter_conditions() == []
+
+
+def test_audit_span_and_newest_follow_the_log(membrane):
+    assert audit_span(membrane) is None and audit_newest(membrane) == 0
+    older = make_record("r1")
+    older["audit_log"] = [{"action": "create", "actor": "a", "timestamp": "2025-01-01T00:00:00Z", "rationale": "x"}]
+    membrane.import_records([older, make_record("r2")])
+    _, rows = membrane.audit_query(limit=1000)
+    stamps = [r.entry.timestamp.timestamp() for r in rows]
+    assert audit_span(membrane) == (min(stamps), max(stamps)) and min(stamps) < max(stamps)
+    assert audit_newest(membrane) == max(r.seq for r in rows)
+    membrane.reinforce("r2", actor="op", rationale="seen again")
+    _, after = membrane.audit_query(limit=1000)
+    assert audit_newest(membrane) == max(r.seq for r in after) > max(r.seq for r in rows)
+
