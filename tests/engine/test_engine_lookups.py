@@ -7,7 +7,7 @@ from datetime import timedelta
 from engine_kit import T0, rec as make_record
 
 from membrane_engine import audit as audit_module
-from membrane_engine.explorer import Filters, search
+from membrane_engine.explorer import Filters, search, tag_counts
 from membrane_engine.lookups import audit_activity, audit_newest, audit_span, search_records
 
 
@@ -53,3 +53,28 @@ def test_audit_span_and_newest_follow_the_log(membrane):
     _, after = membrane.audit_query(limit=1000)
     assert audit_newest(membrane) == max(r.seq for r in after) > max(r.seq for r in rows)
 
+
+def test_tag_counts_count_records_not_mentions(membrane):
+    membrane.import_records([
+        make_record("r1", tags=["ops", "ops", "café"]),  # a tag twice in one record counts once
+        make_record("r2", tags=["ops", "db"]),
+        make_record("r3", tags=[]),
+        make_record("r4", tags=["db", "zeta", "\"quoted\""]),
+    ])
+    assert list(tag_counts(membrane).items()) == [("db", 2), ("ops", 2), ("\"quoted\"", 1), ("café", 1), ("zeta", 1)]
+
+
+def test_tag_counts_skip_a_tags_value_that_is_not_json(tmp_path):
+    import sqlite3
+
+    from membrane_engine import Membrane
+
+    path = tmp_path / "m.db"
+    m = Membrane.open(f"sqlite:///{path}", load_sample=False)
+    try:
+        m.import_records([make_record("r1", tags=["ops"]), make_record("r2", tags=["ops", "db"])])
+        with sqlite3.connect(path) as conn:  # written around the engine
+            conn.execute("UPDATE records SET tags = 'not json' WHERE id = 'r2'")
+        assert tag_counts(m) == {"ops": 1}
+    finally:
+        m.close()
