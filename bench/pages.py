@@ -1,0 +1,139 @@
+"""Every console page in a real browser: how long each takes to draw on a large store.
+
+    python -m bench.pages --db sqlite:////tmp/membrane-bench/sqlite-1000000-s42.db
+
+Starts the console on ``--db`` (``streamlit run``, the browser tests' harness, as
+``bench.browser`` does), opens the first page (which opens the store and loads its column
+cache: the cold open), then visits every page of the navigation in turn, ``--visits`` rounds.
+A visit is a fresh page load (a fresh Streamlit session) timed from Python until the script has
+finished and the page is idle; the first round meets caches empty for that page, later rounds
+meet what the server kept. Pages are opened without parameters, as from the sidebar.
+
+Printed as a table and written as JSON to ``--out`` (``pages-latest.json``), with a
+screenshot of each page's last visit (``pages-<page>.png``, not committed). Exception boxes,
+error alerts and JavaScript errors are recorded as problems and make the exit status non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.browser import DEFAULT_OUT, _git  # noqa: E402
+from bench.run import store_records  # noqa: E402
+from tests.e2e.harness import CHROMIUM, CHROMIUM_ARGS, Console, ConsoleServer  # noqa: E402
+
+ERROR_ALERT = "[data-testid=stAlertContentError]"
+
+
+def console_pages() -> list[str]:
+    """The url paths of the console's pages, in navigation order, read from console/app.py
+    (so a page added there is measured too)."""
+    text = (ROOT / "console" / "app.py").read_text()
+    return [path for path in re.findall(r'url_path="([^"]+)"', text) if path != "home"]
+
+
+def visit(con: Console, page: str, timeout: float) -> dict[str, Any]:
+    errors_before = len(con.page_errors)
+    began = time.perf_counter()
+    con.open(page, timeout=timeout)
+    seconds = time.perf_counter() - began
+    problems = con.exceptions() + [f"error alert: {el.inner_text()[:300]}" for el in con.page.locator(ERROR_ALERT).all()]
+    problems += [f"page error: {e[:300]}" for e in con.page_errors[errors_before:]]
+    return {"s": round(seconds, 3), "problems": problems}
+
+
+def run(db: str, visits: int, out: Path, timeout: float, screenshots: bool = True) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright
+
+    if not CHROMIUM.exists():
+        raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
+    pages = console_pages()
+    report: dict[str, Any] = {
+        "command": " ".join(["python", "-m", "bench.pages", *sys.argv[1:]]),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": _git("rev-parse", "--short", "HEAD") or None,
+        "uncommitted": _git("diff", "--name-only", "HEAD").splitlines(),
+        "db": db, "records": store_records(db), "pages": pages, "visits": {},
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-pages-") as tmp:
+        server = ConsoleServer("bench-pages", db, Path(tmp))
+        pw = sync_playwright().start()
+        browser = None
+        try:
+            server.start(timeout=timeout)
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+            con = Console.new(browser, server)
+            report["cold_open"] = visit(con, pages[0], timeout)
+            for round_ in range(visits):
+                for page in pages:
+                    report["visits"].setdefault(page, []).append(visit(con, page, timeout))
+                    if screenshots and round_ == visits - 1:
+                        out.mkdir(parents=True, exist_ok=True)
+                        shutil.move(str(con.screenshot(f"bench-pages-{page}")), out / f"pages-{page}.png")
+            con.close()
+        except Exception:
+            print(server.log_tail(60), file=sys.stderr)
+            raise
+        finally:
+            if browser is not None:
+                browser.close()
+            pw.stop()
+            server.stop()
+    report["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    report["problems"] = [f"{page}: {p}" for page, vs in report["visits"].items() for v in vs for p in v["problems"]]
+    report["problems"] += [f"cold open: {p}" for p in report["cold_open"]["problems"]]
+    return report
+
+
+def print_report(report: dict[str, Any]) -> None:
+    print(f"{report['db']} ({report['records']:,} records)")
+    print(f"cold open (first page after the server started): {report['cold_open']['s']:.2f} s")
+    rounds = max(len(v) for v in report["visits"].values())
+    print(f"{'page':16s}" + "".join(f"{'visit ' + str(k + 1):>10s}" for k in range(rounds)) + f"{'median':>10s}")
+    for page, vs in report["visits"].items():
+        cells = "".join(f"{v['s']:10.2f}" for v in vs)
+        print(f"{page:16s}{cells}{statistics.median(v['s'] for v in vs):10.2f}")
+    print("seconds, navigation to idle as seen from Python (a fresh session each visit)")
+    for problem in report["problems"]:
+        print(f"PROBLEM {problem}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.pages", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", required=True, help="SQLAlchemy URL of the store (e.g. a bench.generate store)")
+    parser.add_argument("--visits", type=int, default=2, help="rounds of visits to every page")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where pages-latest.json and screenshots go")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds allowed for the server start and each visit")
+    parser.add_argument("--no-screenshot", action="store_true")
+    args = parser.parse_args(argv)
+    report = run(args.db, args.visits, args.out, args.timeout, screenshots=not args.no_screenshot)
+    print_report(report)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "pages-latest.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    tmp.replace(path)
+    print(f"wrote {path}")
+    return 1 if report["problems"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
