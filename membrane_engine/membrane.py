@@ -16,6 +16,7 @@ from .errors import NilTrustError, NotFoundError, ValidationError
 from .imports import PreparedImport, WrittenIds, check_and_write, gc_paused, prepare, read_file, read_file_checks
 from .metrics import ActionCounts, compute_metrics
 from .retrieval import (
+    MAX_LIMIT,
     Explanation,
     RetrieveRequest,
     RetrieveResponse,
@@ -303,6 +304,9 @@ class Membrane(CurationMixin):
     def simulate(self, request: RetrieveRequest, counts: bool = True) -> Simulation:
         """Retrieval plus per-layer counts of full / redacted / hidden (the console's simulator;
         ``counts=False`` leaves them out)."""
+        return self._run(request, counts, MAX_LIMIT)
+
+    def _run(self, request: RetrieveRequest, counts: bool, cap: int | None) -> Simulation:
         if request is None:
             raise NilTrustError()
         if isinstance(request, dict):
@@ -312,7 +316,7 @@ class Membrane(CurationMixin):
             raise ValidationError(f"request must be a RetrieveRequest (got {shown})", [("request", "not a RetrieveRequest")])
         if request.as_of is None:  # "now" is this Membrane's clock, as for get() and metrics()
             request = request.model_copy(update={"as_of": self.now()})
-        return run(self.store, self.columns, request, self.selector_threshold, self.embeddings, counts=counts)
+        return run(self.store, self.columns, request, self.selector_threshold, self.embeddings, counts=counts, cap=cap)
 
     def retrieve_by_id(self, record_id: str, trust: TrustContext | None, as_of: datetime | None = None) -> MemoryRecord:
         return retrieve_by_id(self.store, self.columns, record_id, trust, as_of if as_of is not None else self.now())
@@ -325,7 +329,7 @@ class Membrane(CurationMixin):
             raise ValidationError(f"memory_type must be one memory type (got {memory_type!r})",
                                   [("memory_type", "not a memory type")])
         req = RetrieveRequest(trust=trust, memory_types=[memory_type], as_of=as_of)
-        return self.simulate(req).response.records
+        return self._run(req, counts=False, cap=None).response.records  # SPEC 4: no limit, not even the cap
 
     def explain(self, record_id: str, trust: TrustContext | None, as_of: datetime | None = None,
                 min_salience: float = 0.0) -> Explanation:

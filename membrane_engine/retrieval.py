@@ -168,11 +168,12 @@ _IS_SELECTOR_TYPE[[TYPE_CODES[t] for t in SELECTOR_TYPES]] = True
 
 
 def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float = DEFAULT_THRESHOLD,
-        embeddings: EmbeddingProvider | None = None, counts: bool = True) -> Simulation:
+        embeddings: EmbeddingProvider | None = None, counts: bool = True, cap: int | None = MAX_LIMIT) -> Simulation:
     """SPEC 4 over the column cache. ``counts``: also count full / redacted / hidden / below
-    min_salience per layer (the simulator's question; a plain retrieve does not ask it)."""
+    min_salience per layer (the simulator's question; a plain retrieve does not ask it).
+    ``cap``: how many records limit 0 returns at most (``records_returned``); None for every
+    one (``retrieve_by_type``, which SPEC 4 leaves without a limit)."""
     trust, types, min_salience, limit, as_of = validate_request(req)
-    limit = limit or MAX_LIMIT  # records_returned
     t = to_epoch(as_of)
     snap = cache.current()
     wanted = [t_ for t_ in CANONICAL_LAYER_ORDER if not types or t_ in types]
@@ -193,6 +194,7 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
     tc = snap.type_code
     tk = tc[keep]
     layer_counts = _layer_counts(snap, wanted, vis, tk, v) if counts else {}
+    limit = limit or cap or max(len(keep), 1)
 
     selection, selected_ids, selected_s, selected_redacted = _select(
         store, snap, keep, s, v, tk, as_of, threshold, req.task_descriptor, embeddings)

@@ -8,6 +8,7 @@ import pytest
 
 from membrane_engine import MemoryType, RetrieveRequest, RetrieveResponse
 from membrane_engine.errors import AccessDeniedError, NilTrustError, NotFoundError, ValidationError
+from membrane_engine.retrieval import MAX_LIMIT
 
 from engine_kit import DAY, HOUR, T0, ago, competence, later, rec, trust
 
@@ -160,6 +161,16 @@ def test_retrieve_by_type_sorted_gated_and_unlimited(mem):
     assert mem.retrieve_by_type(MemoryType.WORKING, ctx, as_of=T0)[0].id == "other-type"
     with pytest.raises(ValidationError):
         mem.retrieve_by_type("dream", ctx)
+
+
+def test_limit_zero_stops_at_the_cap_and_retrieve_by_type_does_not(mem):
+    mem.import_records([rec(f"s{i:05d}", salience=0.5, pinned=True) for i in range(MAX_LIMIT + 5)])
+    ctx = trust("medium")
+    capped = ids(mem.retrieve(req(trust=ctx, limit=0)))
+    assert len(capped) == MAX_LIMIT
+    by_type = mem.retrieve_by_type("semantic", ctx, as_of=T0)
+    assert len(by_type) == MAX_LIMIT + 5  # SPEC 4: no limit
+    assert [r.id for r in by_type[:MAX_LIMIT]] == capped
 
 
 # --------------------------------------------------------------------------- ordering
