@@ -48,6 +48,8 @@ from .store import Store
 from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, redact
 
 MAX_LIMIT = 10_000  # the largest limit a request may ask for, and what limit 0 ("no limit") returns at most
+FULL = VERDICT_CODES[Verdict.FULL]
+REDACTED = VERDICT_CODES[Verdict.REDACTED]
 
 
 def records_returned(matching: int, limit: int) -> int:
@@ -57,8 +59,6 @@ def records_returned(matching: int, limit: int) -> int:
     validating every record it can see (187k records took 45 s at 1M); the counts and the
     selector still see every record."""
     return min(matching, limit or MAX_LIMIT)
-FULL = VERDICT_CODES[Verdict.FULL]
-REDACTED = VERDICT_CODES[Verdict.REDACTED]
 
 
 class RetrieveRequest(BaseModel):
