@@ -43,6 +43,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -219,6 +221,61 @@ def _git(*args: str) -> str:
         return ""
 
 
+def report_start(tool: str, db: str) -> dict[str, Any]:
+    """The head of a browser benchmark's report: how it was run, on which code and store, the
+    load average at the start (``write_report`` adds the one at the end)."""
+    return {
+        "command": " ".join(["python", "-m", tool, *sys.argv[1:]]),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": _git("rev-parse", "--short", "HEAD") or None,
+        # tracked files that differ from that commit (the numbers are of the worktree as it was)
+        "uncommitted": _git("diff", "--name-only", "HEAD").splitlines(),
+        "db": db, "records": store_records(db),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
+    }
+
+
+@contextmanager
+def console_and_chromium(db: str, name: str, launcher: str = "streamlit") -> Iterator[tuple[ConsoleServer, Any]]:
+    """A console server on ``db`` (not started yet) and a function launching headless Chromium;
+    afterwards every browser launched is closed and the server stopped, and on an error the
+    server's log is printed."""
+    from playwright.sync_api import sync_playwright
+
+    if not CHROMIUM.exists():
+        raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
+    with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
+        server = ConsoleServer(name, db, Path(tmp), launcher=launcher)
+        pw = sync_playwright().start()
+        browsers: list[Any] = []
+
+        def launch() -> Any:
+            browsers.append(pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS))
+            return browsers[-1]
+
+        try:
+            yield server, launch
+        except Exception:
+            print(server.log_tail(60), file=sys.stderr)
+            raise
+        finally:
+            for browser in browsers:
+                browser.close()
+            pw.stop()
+            server.stop()
+
+
+def write_report(report: dict[str, Any], out: Path, name: str) -> None:
+    """``report`` as ``out/name``, written whole or not at all."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    tmp.replace(path)
+    print(f"wrote {path}")
+
+
 PHASES = {
     "first_visit": "the first load after the server started (store not open, caches empty: with --launcher cli "
                    "the server opens the store and loads its cache from its start on), browser profile new "
@@ -236,59 +293,34 @@ def run(db: str, warm: int, uncached: int, out: Path, timeout: float, screenshot
     """The measurements, in this order: first visit, warm loads, uncached loads, the screenshot,
     then a server restart and the cold load. ``idle``: seconds between a server start and the
     load after it."""
-    from playwright.sync_api import sync_playwright
-
-    if not CHROMIUM.exists():
-        raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
-    report: dict[str, Any] = {
-        "command": " ".join(["python", "-m", "bench.browser", *sys.argv[1:]]),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": _git("rev-parse", "--short", "HEAD") or None,
-        # tracked files that differ from that commit (the numbers are of the worktree as it was)
-        "uncommitted": _git("diff", "--name-only", "HEAD").splitlines(),
-        "db": db, "records": store_records(db), "path": PATH, "query": QUERY,
-        "target_ms": TARGET_MS, "phases": PHASES, "launcher": launcher, "idle_s": idle,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
-    }
-    with tempfile.TemporaryDirectory(prefix="bench-browser-") as tmp:
-        server = ConsoleServer("bench", db, Path(tmp), launcher=launcher)
-        pw = sync_playwright().start()
-        browser = None
-        try:
-            t0 = time.perf_counter()
-            server.start(timeout=timeout)
-            report["server_start_s"] = round(time.perf_counter() - t0, 2)
-            time.sleep(idle)
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-            con = Console.new(browser, server)
-            clock = FrameClock()
-            clock.attach(con)
-            report["first_visit"] = load(con, clock, CpuMeter(server.proc.pid), timeout, _query())
-            report["warm"] = [load(con, clock, CpuMeter(server.proc.pid), timeout, _query()) for _ in range(warm)]
-            report["uncached"] = [load(con, clock, CpuMeter(server.proc.pid), timeout, _query(i + 1))
-                                  for i in range(uncached)]
-            if screenshot:
-                con.open(PATH, _query())
-                out.mkdir(parents=True, exist_ok=True)
-                shot = con.screenshot("bench-browser")
-                target = out / "browser-latest.png"
-                shutil.move(str(shot), target)
-                report["screenshot"] = str(target)
-            port = server.port
-            server.stop()
-            server.start(timeout=timeout, port=port)
-            time.sleep(idle)
-            report["cold"] = load(con, clock, CpuMeter(server.proc.pid), timeout, _query())
-            con.close()
-        except Exception:
-            print(server.log_tail(60), file=sys.stderr)
-            raise
-        finally:
-            if browser is not None:
-                browser.close()
-            pw.stop()
-            server.stop()
+    report = report_start("bench.browser", db)
+    report.update({"path": PATH, "query": QUERY, "target_ms": TARGET_MS, "phases": PHASES, "launcher": launcher,
+                   "idle_s": idle})
+    with console_and_chromium(db, "bench", launcher) as (server, launch):
+        t0 = time.perf_counter()
+        server.start(timeout=timeout)
+        report["server_start_s"] = round(time.perf_counter() - t0, 2)
+        time.sleep(idle)
+        con = Console.new(launch(), server)
+        clock = FrameClock()
+        clock.attach(con)
+        report["first_visit"] = load(con, clock, CpuMeter(server.proc.pid), timeout, _query())
+        report["warm"] = [load(con, clock, CpuMeter(server.proc.pid), timeout, _query()) for _ in range(warm)]
+        report["uncached"] = [load(con, clock, CpuMeter(server.proc.pid), timeout, _query(i + 1))
+                              for i in range(uncached)]
+        if screenshot:
+            con.open(PATH, _query())
+            out.mkdir(parents=True, exist_ok=True)
+            shot = con.screenshot("bench-browser")
+            target = out / "browser-latest.png"
+            shutil.move(str(shot), target)
+            report["screenshot"] = str(target)
+        port = server.port
+        server.stop()
+        server.start(timeout=timeout, port=port)
+        time.sleep(idle)
+        report["cold"] = load(con, clock, CpuMeter(server.proc.pid), timeout, _query())
+        con.close()
     report["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     for single in ("first_visit", "cold"):
         report[single]["vs_target"] = round(report[single]["ms"] / TARGET_MS, 2)
@@ -350,12 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args.db, args.warm, args.uncached, args.out, args.timeout, screenshot=not args.no_screenshot,
                  launcher=args.launcher, idle=args.idle)
     print_report(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "browser-latest.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(path)
-    print(f"wrote {path}")
+    write_report(report, args.out, "browser-latest.json")
     return 1 if report["problems"] else 0
 
 

@@ -17,16 +17,12 @@ error alerts and JavaScript errors are recorded as problems and make the exit st
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import re
 import shutil
 import statistics
 import sys
-import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.browser import DEFAULT_OUT, _git  # noqa: E402
-from bench.run import store_records  # noqa: E402
-from tests.e2e.harness import CHROMIUM, CHROMIUM_ARGS, Console, ConsoleServer  # noqa: E402
+from bench.browser import DEFAULT_OUT, console_and_chromium, report_start, write_report  # noqa: E402
+from tests.e2e.harness import Console  # noqa: E402
 
 ERROR_ALERT = "[data-testid=stAlertContentError]"
 
@@ -59,44 +54,20 @@ def visit(con: Console, page: str, timeout: float) -> dict[str, Any]:
 
 
 def run(db: str, visits: int, out: Path, timeout: float, screenshots: bool = True) -> dict[str, Any]:
-    from playwright.sync_api import sync_playwright
-
-    if not CHROMIUM.exists():
-        raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
     pages = console_pages()
-    report: dict[str, Any] = {
-        "command": " ".join(["python", "-m", "bench.pages", *sys.argv[1:]]),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": _git("rev-parse", "--short", "HEAD") or None,
-        "uncommitted": _git("diff", "--name-only", "HEAD").splitlines(),
-        "db": db, "records": store_records(db), "pages": pages, "visits": {},
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
-    }
-    with tempfile.TemporaryDirectory(prefix="bench-pages-") as tmp:
-        server = ConsoleServer("bench-pages", db, Path(tmp))
-        pw = sync_playwright().start()
-        browser = None
-        try:
-            server.start(timeout=timeout)
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-            con = Console.new(browser, server)
-            report["cold_open"] = visit(con, pages[0], timeout)
-            for round_ in range(visits):
-                for page in pages:
-                    report["visits"].setdefault(page, []).append(visit(con, page, timeout))
-                    if screenshots and round_ == visits - 1:
-                        out.mkdir(parents=True, exist_ok=True)
-                        shutil.move(str(con.screenshot(f"bench-pages-{page}")), out / f"pages-{page}.png")
-            con.close()
-        except Exception:
-            print(server.log_tail(60), file=sys.stderr)
-            raise
-        finally:
-            if browser is not None:
-                browser.close()
-            pw.stop()
-            server.stop()
+    report = report_start("bench.pages", db)
+    report.update({"pages": pages, "visits": {}})
+    with console_and_chromium(db, "bench-pages") as (server, launch):
+        server.start(timeout=timeout)
+        con = Console.new(launch(), server)
+        report["cold_open"] = visit(con, pages[0], timeout)
+        for round_ in range(visits):
+            for page in pages:
+                report["visits"].setdefault(page, []).append(visit(con, page, timeout))
+                if screenshots and round_ == visits - 1:
+                    out.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(con.screenshot(f"bench-pages-{page}")), out / f"pages-{page}.png")
+        con.close()
     report["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     report["problems"] = [f"{page}: {p}" for page, vs in report["visits"].items() for v in vs for p in v["problems"]]
     report["problems"] += [f"cold open: {p}" for p in report["cold_open"]["problems"]]
@@ -126,12 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = run(args.db, args.visits, args.out, args.timeout, screenshots=not args.no_screenshot)
     print_report(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "pages-latest.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(path)
-    print(f"wrote {path}")
+    write_report(report, args.out, "pages-latest.json")
     return 1 if report["problems"] else 0
 
 

@@ -52,13 +52,13 @@ FULL = VERDICT_CODES[Verdict.FULL]
 REDACTED = VERDICT_CODES[Verdict.REDACTED]
 
 
-def records_returned(matching: int, limit: int) -> int:
+def records_returned(matching: int, limit: int, cap: int | None = MAX_LIMIT) -> int:
     """How many records a retrieve returns when ``matching`` records pass gating and the
     salience filter: the first ``limit`` of them, and with limit 0 (no limit of the caller's)
-    the first MAX_LIMIT. The cap keeps one request on a store of millions from reading and
-    validating every record it can see (187k records took 45 s at 1M); the counts and the
-    selector still see every record."""
-    return min(matching, limit or MAX_LIMIT)
+    the first ``cap`` (every one when ``cap`` is None). The cap keeps one request on a store of
+    millions from reading and validating every record it can see (187k records took 45 s at
+    1M); the counts and the selector still see every record."""
+    return min(matching, limit or cap or matching)
 
 
 class RetrieveRequest(BaseModel):
@@ -194,7 +194,7 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
     tc = snap.type_code
     tk = tc[keep]
     layer_counts = _layer_counts(snap, wanted, vis, tk, v) if counts else {}
-    limit = limit or cap or max(len(keep), 1)
+    limit = records_returned(len(keep), limit, cap)
 
     selection, selected_ids, selected_s, selected_redacted = _select(
         store, snap, keep, s, v, tk, as_of, threshold, req.task_descriptor, embeddings)

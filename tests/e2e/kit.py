@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from membrane_engine import Membrane, TrustContext
@@ -183,3 +186,30 @@ def set_multiselect(con: Console, index: int, values: list[str]) -> None:
         con.page.keyboard.press("Escape")
     got = multiselect_values(box)
     assert sorted(got) == sorted(values), f"multiselect #{index} holds {got}, wanted {values}"
+
+
+def run_bench_tool(tmp_path: Path, module: str, *args: str, records: int = 2000) -> tuple[dict, Path]:
+    """``python -m <module> --db <a generated store of ``records``> --out <dir> <args>`` (a
+    browser benchmark, bench/browser.py or bench/pages.py), which must exit 0; returns its JSON
+    report (the one JSON file it wrote) and the output folder."""
+    import pytest
+
+    from .harness import CHROMIUM
+
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: the browser benchmarks need Debian's chromium "
+                    "(apt-get install chromium; .ci/run installs it)", pytrace=False)
+    if str(ROOT) not in sys.path:  # the bench package lives at the repository root
+        sys.path.insert(0, str(ROOT))
+    from bench.generate import generate
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    generate(url, records, progress=False)
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", module, "--db", url, "--out", str(out), *args]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    print(done.stdout)
+    print(done.stderr[-3000:], file=sys.stderr)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    (report,) = out.glob("*.json")
+    return json.loads(report.read_text()), out
