@@ -1244,7 +1244,9 @@ class Store:
         statement = f"SELECT {', '.join(SCALAR_SELECT)} FROM records"
         raw = conn.connection.driver_connection
         if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
-            cur = raw.cursor(name="membrane_scalar_scan")
+            # Binary rows: the driver reads a float8 as 8 bytes instead of parsing its text,
+            # half the client's time for a million rows.
+            cur = raw.cursor(name="membrane_scalar_scan", binary=True)
             cur.itersize = size
         else:
             cur = raw.cursor()
