@@ -26,14 +26,17 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from .salience import CustomCurves, DecayColumns, decay_path
 from .schema import LAYER_RANK
 from .store import POLICY_CODES, SCALAR_COLUMNS, Store  # noqa: F401 (POLICY_CODES re-exported)
+
+T = TypeVar("T")
 
 TYPE_CODES = dict(LAYER_RANK)  # type name -> code; the code is also its canonical layer rank
 TYPE_NAMES = sorted(TYPE_CODES, key=TYPE_CODES.get)
@@ -393,7 +396,11 @@ class ColumnCache:
         """The snapshot at the newest change. Checking costs one statement outside any
         transaction (the newest change's number), and a second only after changes (those after
         the snapshot's, with the changed rows' columns; see ``Store.changes_with_rows``); a full
-        load of the store runs in a read transaction."""
+        load of the store runs in a read transaction. On a server, the store's probe asks the
+        first question (``probe.ChangeProbe``)."""
+        snap = self._probed()
+        if snap is not None:
+            return snap
         snap, loads = self._store.peeking(self._catch_up)
         if snap is not None:
             return snap
@@ -402,6 +409,46 @@ class ColumnCache:
                 return self.current()
             with self._store.read() as conn:
                 return self._reload(conn)
+
+    def answer(self, compute: Callable[[Snapshot], T]) -> T:
+        """``compute(snapshot at the newest change)``, for answers that cost less than a round
+        trip (an explain, a record's trust decision). On a server ``compute`` runs on the
+        snapshot in hand while the probe's question travels; what it returned or raised stands
+        when the answer says nothing changed since that snapshot, and otherwise ``compute`` runs
+        again on the snapshot brought up to date. So it sees every write committed before the
+        call, as after ``current()``. ``compute`` only reads; it may run twice."""
+        probe = self._store.probe
+        with self._swap:
+            snap = self._snapshot
+        if probe is None or snap is None or not probe.send():
+            del snap  # a reference of our own would make the snapshot look shared
+            return compute(self.current())
+        error: Exception | None = None
+        try:
+            try:
+                value = compute(snap)
+            except Exception as exc:
+                value, error = None, exc
+        finally:
+            newest = probe.receive()
+        if newest is not None and newest <= snap.seq:
+            if error is not None:
+                raise error
+            return value
+        del snap, value, error
+        return compute(self.current())
+
+    def _probed(self) -> Snapshot | None:
+        """The snapshot in hand, when the store's probe says nothing changed since it."""
+        probe = self._store.probe
+        if probe is None:
+            return None
+        with self._swap:
+            snap = self._snapshot
+        if snap is None:
+            return None
+        newest = probe.newest()
+        return snap if newest is not None and newest <= snap.seq else None
 
     def _catch_up(self, conn) -> tuple[Snapshot | None, int]:
         """The snapshot brought up to date on ``conn``, or None (with the number of full loads so

@@ -328,17 +328,26 @@ def retrieve_by_id(store: Store, cache: ColumnCache, record_id: str, trust: Trus
     trust = as_trust(trust)
     record_id = check_id(record_id)
     as_of = check_instant(as_of) if as_of is not None else None
-    snap = cache.current()
-    i = _row_facts(snap, record_id)
-    decision = decision_for(snap, i, trust)
+    when = to_epoch(as_utc(as_of) if as_of else datetime.now().astimezone())
+
+    def read(snap: Snapshot) -> MemoryRecord | None:
+        i = _row_facts(snap, record_id)
+        _allow(record_id, decision_for(snap, i, trust))
+        s = float(salience_at(take(snap.decay, np.array([i])), when)[0])
+        return _materialize(store, [record_id], {record_id: s}).get(record_id)
+
+    record = cache.answer(read)
+    if record is None:  # gone between the snapshot and the read
+        raise NotFoundError(record_id)
+    # The record as read may be newer than the snapshot that was asked (a reclassify committed
+    # in between): what goes out is what its own labels allow.
+    _allow(record_id, decide(record.sensitivity, record.scope, trust))
+    return record
+
+
+def _allow(record_id: str, decision: Decision) -> None:
     if decision.verdict is not Verdict.FULL:
         raise AccessDeniedError(f"access to record {record_id!r} denied: " + "; ".join(map(str, decision.reasons)))
-    when = to_epoch(as_utc(as_of) if as_of else datetime.now().astimezone())
-    s = float(salience_at(take(snap.decay, np.array([i])), when)[0])
-    records = _materialize(store, [record_id], {record_id: s})
-    if record_id not in records:
-        raise NotFoundError(record_id)
-    return records[record_id]
 
 
 class Explanation(BaseModel):
@@ -360,16 +369,19 @@ def explain(cache: ColumnCache, record_id: str, trust: TrustContext | None, as_o
             min_salience: float = 0.0) -> Explanation:
     trust = as_trust(trust)
     record_id = check_id(record_id)
-    as_of = check_instant(as_of) if as_of is not None else None
+    as_of = as_utc(check_instant(as_of)) if as_of is not None else None
     min_salience = check_floor(min_salience)
-    snap = cache.current()
+    return cache.answer(lambda snap: _explanation(snap, record_id, trust, as_of, min_salience))
+
+
+def _explanation(snap: Snapshot, record_id: str, trust: TrustContext, as_of: datetime | None,
+                 min_salience: float) -> Explanation:
     i = _row_facts(snap, record_id)
     decision = decision_for(snap, i, trust)
     reasons = [r.sentence for r in decision.reasons]
     rules = [r.rule for r in decision.reasons]
     salience = None
     if as_of is not None:
-        as_of = as_utc(as_of)
         salience = float(salience_at(take(snap.decay, np.array([i])), to_epoch(as_of))[0])
         day = format_time(as_of)[:10]
         if min_salience > 0 and salience < min_salience:

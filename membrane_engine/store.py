@@ -52,6 +52,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from pydantic import BaseModel
 
 from .errors import StoreUnavailableError, ValidationError
+from .probe import ChangeProbe
 from .salience import CURVE_CODES
 from .schema import LAYER_RANK, MemoryRecord, format_time, sensitivity_level, to_epoch
 from .schema import DecayProfile, Lifecycle, MembraneModel, PlanEdge, Provenance, ProvenanceSource
@@ -608,6 +609,8 @@ class Store:
             event.listen(self.engine, "checkout", _ping_on_checkout(self.engine.dialect))
             if self.engine.dialect.name == "postgresql" and not durable_commits():
                 event.listen(self.engine, "connect", _postgres_async_commit)
+        # On a server, the column cache's "anything new?" goes through a connection of its own.
+        self.probe: ChangeProbe | None = ChangeProbe(self.engine) if ChangeProbe.supports(self.engine) else None
         self._created = False
 
     @property
@@ -1264,6 +1267,8 @@ class Store:
         return int(conn.execute(select(func.count()).select_from(records)).scalar())
 
     def dispose(self) -> None:
+        if self.probe is not None:
+            self.probe.close()
         self.engine.dispose()
 
 
