@@ -766,11 +766,14 @@ class Store:
         if not prefetch or not self._pipelines():
             raw.execute(f"BEGIN; {self._LOCK_WRITERS}", prepare=False)
             return
+        requested = sorted(set(prefetch))
         with raw.pipeline():
             raw.execute("BEGIN", prepare=False)
             raw.execute(self._LOCK_WRITERS)
-            requested = sorted(set(prefetch))
-            conn.info[_PREFETCHED] = (frozenset(requested), self._rows_for_update(conn, requested))
+            cursors = self._send_rows_for_update(conn, requested)
+        # Read after the pipeline's end: its Sync brought every answer back with it (reading
+        # inside would ask for them with a Flush first, a round trip more).
+        conn.info[_PREFETCHED] = (frozenset(requested), self._rows_read(cursors))
 
     def _direct_pages(self, conn: Connection) -> None:
         """Before the transaction of a bulk import on SQLite: when the store is an empty file that
@@ -850,13 +853,17 @@ class Store:
 
     def _rows_for_update(self, conn: Connection, ids: Sequence[str]
                          ) -> dict[str, tuple[dict[str, Any], tuple[int, str] | None]]:
+        return self._rows_read(self._send_rows_for_update(conn, ids))
+
+    def _send_rows_for_update(self, conn: Connection, ids: Sequence[str]) -> list[Any]:
+        """The statements of ``rows_for_update``, sent on driver cursors (in a pipeline, only
+        queued) for ``_rows_read``."""
         unique = sorted(set(ids))
-        if not unique:
-            return {}
         mark = _mark(conn)
         columns = ", ".join(f"r.{c}" for c in RECORD_COLUMNS)
-        out: dict[str, tuple[dict[str, Any], tuple[int, str] | None]] = {}
-        with _driver_cursor(conn) as cursor:
+        cursors = []
+        raw = conn.connection.driver_connection
+        try:
             for start in range(0, len(unique), 900):
                 chunk = unique[start:start + 900]
                 where = f"WHERE r.id IN ({', '.join([mark] * len(chunk))})"
@@ -868,11 +875,27 @@ class Store:
                     statement = (f"SELECT {columns}, a.position, a.hash FROM records r LEFT JOIN LATERAL "
                                  "(SELECT e.position, e.hash FROM audit_entries e WHERE e.record_id = r.id "
                                  f"ORDER BY e.position DESC LIMIT 1) a ON true {where} ORDER BY r.id FOR UPDATE OF r")
-                cursor.execute(statement, chunk)
-                width = len(RECORD_COLUMNS)
+                cursors.append(raw.cursor())
+                cursors[-1].execute(statement, chunk)
+        except BaseException:
+            for cursor in cursors:
+                cursor.close()
+            raise
+        return cursors
+
+    @staticmethod
+    def _rows_read(cursors: list[Any]) -> dict[str, tuple[dict[str, Any], tuple[int, str] | None]]:
+        """The rows of ``_send_rows_for_update``'s statements; closes their cursors."""
+        width = len(RECORD_COLUMNS)
+        out: dict[str, tuple[dict[str, Any], tuple[int, str] | None]] = {}
+        try:
+            for cursor in cursors:
                 for row in cursor.fetchall():
                     end = None if row[width] is None else (int(row[width]), row[width + 1])
                     out[row[0]] = (dict(zip(RECORD_COLUMNS, row[:width])), end)
+        finally:
+            for cursor in cursors:
+                cursor.close()
         return out
 
     _pipeline_mode: bool | None = None
@@ -917,9 +940,9 @@ class Store:
         pipelined = conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg" and self._pipelines()
         rows: dict[str, tuple] = {}
         logged: list[tuple] = []
-        with raw.pipeline() if pipelined else nullcontext():
-            cursors = []
-            try:
+        cursors = []
+        try:
+            with raw.pipeline() if pipelined else nullcontext():
                 cursor = raw.cursor()
                 cursors.append(cursor)
                 if audit_values:
@@ -939,13 +962,15 @@ class Store:
                     cursor.execute(f"INSERT INTO changes (record_id) VALUES {', '.join([f'({mark})'] * len(chunk))} "
                                    "RETURNING seq, record_id", chunk)
                     logs.append(cursor)
-                for cursor in updated:  # in a pipeline, the first fetch sends it all in one round trip
-                    for row in cursor.fetchall():
-                        rows[row[0]] = tuple(row)
-                logged = sorted(row for cursor in logs for row in cursor.fetchall())
-            finally:
-                for cursor in cursors:
-                    cursor.close()
+            # Read after a pipeline's end: its Sync sent every statement and brought every answer
+            # back in one round trip (reading inside would first ask for them with a Flush).
+            for cursor in updated:
+                for row in cursor.fetchall():
+                    rows[row[0]] = tuple(row)
+            logged = sorted(row for cursor in logs for row in cursor.fetchall())
+        finally:
+            for cursor in cursors:
+                cursor.close()
         # Each change log entry carries the row as this transaction leaves it (a record updated
         # twice: its last version), as changes_with_rows would read it after the commit.
         return [(int(seq), record_id, rows[record_id]) for seq, record_id in logged]

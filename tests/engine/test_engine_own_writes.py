@@ -130,7 +130,7 @@ def test_a_rewrite_reads_its_record_once_with_the_first_round_trip(two: Membrane
     from membrane_engine.store import Store
 
     reads: list[tuple[list[str], bool]] = []
-    original = Store._rows_for_update
+    original = Store._send_rows_for_update
 
     def spy(self, conn, ids):
         raw = conn.connection.driver_connection
@@ -138,7 +138,7 @@ def test_a_rewrite_reads_its_record_once_with_the_first_round_trip(two: Membrane
         reads.append((sorted(ids), pipelined))
         return original(self, conn, ids)
 
-    monkeypatch.setattr(Store, "_rows_for_update", spy)
+    monkeypatch.setattr(Store, "_send_rows_for_update", spy)
     two.penalize("a", 0.1, "op", "wrong")
     assert reads == [(["a"], not two.store.is_sqlite)]
     assert [e.action.value for e in two.audit_log("a")] == ["create", "decay"]  # a penalty is audited as decay
