@@ -712,7 +712,8 @@ def _rewrites_only(plan: CurationPlan, v: _View | None) -> bool:
             and all(e.record_id in v.stored for e in plan.audit))
 
 
-def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _View) -> list[tuple[int, str, tuple]]:
+def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _View,
+                      last: bool = False) -> list[tuple[int, str, tuple]]:
     """``execute`` for plans that only rewrite records read under the lock: their chain ends came
     with the rows, so the entries are chained from them (``audit.chain``, as ``append_batch``
     does after looking the ends up) and written with the rows in one batch; a row gets
@@ -724,7 +725,7 @@ def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _Vi
         row = record_row(c.after, *c.anchor, heads[c.record_id])
         updates.append((c.record_id, {k: value for k, value in row.items()
                                       if k != "id" and not _same(stored.get(k), value)}))
-    return store.write_updates(conn, entries, updates)
+    return store.write_updates(conn, entries, updates, last=last)
 
 
 def _entries(plan: CurationPlan) -> list[dict[str, Any]]:
@@ -738,15 +739,16 @@ def _same(stored: Any, value: Any) -> bool:
     return stored == value and (stored is None) == (value is None)
 
 
-def execute(store: Store, conn: Connection, plan: CurationPlan, v: _View | None = None
+def execute(store: Store, conn: Connection, plan: CurationPlan, v: _View | None = None, last: bool = False
             ) -> list[tuple[int, str, tuple]]:
     """Write a plan inside the caller's write transaction: audit entries first (they give each
     record its new chain head), then the rows. ``v``: the view the plan was made with, when its
     rows were read under the write lock (plans that only rewrite those rows take a shorter path).
     Returns the change log entries written with their rows (see ``Store.write_updates``) when the
-    shorter path knows them, else nothing."""
+    shorter path knows them, else nothing. ``last``: the caller writes nothing more in this
+    transaction (the shorter path may then send its commit along, ``Store.write_updates``)."""
     if _rewrites_only(plan, v):
-        return _execute_rewrites(store, conn, plan, v)  # type: ignore[arg-type]
+        return _execute_rewrites(store, conn, plan, v, last)  # type: ignore[arg-type]
     heads = audit.append_batch(conn, _entries(plan))
     when = to_epoch(plan.at)
     inserts: list[dict[str, Any]] = []
@@ -804,7 +806,7 @@ class CurationMixin:
             now = self.now()  # read after the write lock is held: operation times follow commit order
             view = _View(self.store, conn, True, snapshot)
             plan = planner(view, now, *args, **kwargs)
-            written = execute(self.store, conn, plan, view)
+            written = execute(self.store, conn, plan, view, last=True)
         self.columns.written(written)  # type: ignore[attr-defined]  # committed: the cache may take them
         return plan
 

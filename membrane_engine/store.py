@@ -913,14 +913,19 @@ class Store:
     _UPDATABLE = frozenset(RECORD_COLUMNS) - {"id"}
 
     def write_updates(self, conn: Connection, audit_rows: list[dict[str, Any]],
-                      updates: list[tuple[str, dict[str, Any]]]) -> list[tuple[int, str, tuple]]:
+                      updates: list[tuple[str, dict[str, Any]]], last: bool = False) -> list[tuple[int, str, tuple]]:
         """Inside the caller's write transaction: append ``audit_rows`` (every audit_entries column
         but ``seq``; hashes computed by the caller), set the given columns of each record of
         ``updates`` ((id, {column: value})) and log each of those records
         in ``changes``. Returns those change log entries as ``changes_with_rows`` gives them
         ((seq, record id, SCALAR_COLUMNS as written), by seq): once the transaction has committed,
         a column cache of this process can take them without reading them back
-        (``ColumnCache.written``)."""
+        (``ColumnCache.written``).
+
+        ``last``: the caller writes nothing more in this transaction. On PostgreSQL its COMMIT
+        then goes out in the same round trip as these statements; the server skips it when one
+        of them fails (the transaction is then rolled back as usual), and the driver's commit
+        at the end of ``write()`` finds nothing left to do."""
         mark = _mark(conn)
         names = self._AUDIT_ROW_COLUMNS
         audit_values = [tuple(row[c] for c in names) for row in audit_rows]
@@ -962,6 +967,8 @@ class Store:
                     cursor.execute(f"INSERT INTO changes (record_id) VALUES {', '.join([f'({mark})'] * len(chunk))} "
                                    "RETURNING seq, record_id", chunk)
                     logs.append(cursor)
+                if last and pipelined:
+                    raw.execute("COMMIT", prepare=False)
             # Read after a pipeline's end: its Sync sent every statement and brought every answer
             # back in one round trip (reading inside would first ask for them with a Flush).
             for cursor in updated:

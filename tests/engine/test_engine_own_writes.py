@@ -77,8 +77,8 @@ def test_a_write_that_does_not_commit_leaves_the_cache_alone(two: Membrane, monk
     before = _all_rows(two.columns.current())
     original = two.store.write_updates
 
-    def fail_after_writing(conn, audit_rows, updates):
-        original(conn, audit_rows, updates)
+    def fail_after_writing(conn, audit_rows, updates, last=False):
+        original(conn, audit_rows, updates)  # not the last: the transaction goes on, and fails
         raise RuntimeError("injected after the rows were written")
 
     monkeypatch.setattr(two.store, "write_updates", fail_after_writing)
@@ -87,6 +87,31 @@ def test_a_write_that_does_not_commit_leaves_the_cache_alone(two: Membrane, monk
     assert _all_rows(two.columns.current()) == before
     assert _all_rows(ColumnCache(two.store).current()) == before
     assert [e.action.value for e in two.audit_log("a")] == ["create"]
+
+
+def test_a_statement_that_fails_beside_the_commit_writes_nothing(two: Membrane, monkeypatch):
+    """A rewrite's statements go out with its COMMIT on PostgreSQL (``write_updates(last=True)``):
+    when one of them fails, the server skips the COMMIT and the whole write is rolled back."""
+    from membrane_engine.errors import ValidationError
+
+    before = _all_rows(two.columns.current())
+    original = two.store.write_updates
+    sent: list[bool] = []
+
+    def with_a_bad_value(conn, audit_rows, updates, last=False):
+        sent.append(last)
+        return original(conn, audit_rows, [*updates, ("b", {"doc": None})], last=last)  # NOT NULL
+
+    monkeypatch.setattr(two.store, "write_updates", with_a_bad_value)
+    with pytest.raises(ValidationError):
+        two.reinforce("a", "op", "used it", gain=0.3)
+    assert sent == [True]
+    assert _all_rows(two.columns.current()) == before
+    assert _all_rows(ColumnCache(two.store).current()) == before
+    assert [e.action.value for e in two.audit_log("a")] == ["create"]
+    monkeypatch.undo()
+    two.reinforce("a", "op", "used it", gain=0.3)  # the store and its pool are fine after it
+    assert [e.action.value for e in two.audit_log("a")] == ["create", "reinforce"]
 
 
 @pytest.mark.postgres
