@@ -1259,13 +1259,21 @@ class Store:
         """(action, how many entries, the newest one's seq) of the audit entries after ``seq``,
         through the driver (see ``metrics.ActionCounts``)."""
         mark = _mark(conn)
-        # After the first count, SQLite must read the new entries by their key: left to itself it
-        # scans the whole action index for the grouping (90 ms at 2M entries instead of 0.1);
-        # ``+action`` is not the indexed column to it. The first count is best done on that index.
-        group = "+action" if self.is_sqlite and seq > 0 else "action"
         with _driver_cursor(conn) as cursor:
-            cursor.execute(f"SELECT action, count(*), max(seq) FROM audit_entries WHERE seq > {mark} GROUP BY {group}",
-                           (int(seq),))
+            if seq <= 0:
+                # The first count reads the action index alone (an index-only scan on PostgreSQL,
+                # a covering one on SQLite): asked for each group's newest seq, both read every
+                # row instead (2M entries: 0.3-0.6 s against 0.1). Any newest seq of the same
+                # statement will do: it counts everything up to there.
+                cursor.execute("SELECT action, count(*), (SELECT max(seq) FROM audit_entries) FROM audit_entries "
+                               "GROUP BY action")
+            else:
+                # After it, SQLite must read the new entries by their key: left to itself it scans
+                # the whole action index for the grouping (90 ms at 2M entries instead of 0.1);
+                # ``+action`` is not the indexed column to it.
+                group = "+action" if self.is_sqlite else "action"
+                cursor.execute(f"SELECT action, count(*), max(seq) FROM audit_entries WHERE seq > {mark} "
+                               f"GROUP BY {group}", (int(seq),))
             return [(row[0], int(row[1]), int(row[2])) for row in cursor.fetchall()]
 
     def scalar_rows(self, conn: Connection, ids: Sequence[str]) -> list[tuple]:
