@@ -16,10 +16,11 @@ reopened on a later call, not more than once per RETRY_AFTER_S."""
 
 from __future__ import annotations
 
-import select
 import threading
 import time
 from typing import Any
+
+from .libpq import await_answer
 
 NEWEST_CHANGE = b"SELECT seq FROM changes ORDER BY seq DESC LIMIT 1"  # as Store.changes_with_rows asks
 _NAME = b"membrane_newest_change"
@@ -63,11 +64,7 @@ class ChangeProbe:
         """The answer to the question ``send`` sent; None when it did not come."""
         try:
             pgconn = self._pgconn
-            while True:  # wait in select (the GIL released), not in a blocking libpq call
-                pgconn.consume_input()
-                if not pgconn.is_busy():
-                    break
-                select.select([pgconn.socket], [], [])
+            await_answer(pgconn)
             result = pgconn.get_result()
             while pgconn.get_result() is not None:  # the end of the answer
                 pass
