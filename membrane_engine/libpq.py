@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import select
 import time
+from collections.abc import Sequence
 from typing import Any
 
 SPIN_S = 100e-6  # how long to poll for an answer before sleeping in select()
@@ -26,3 +27,61 @@ def await_answer(pgconn: Any, spin_s: float = SPIN_S) -> None:
             return
         if time.perf_counter() > deadline:
             select.select([pgconn.socket], [], [])
+
+
+def prepare(pgconn: Any, prepared: set[bytes], name: bytes, sql: bytes) -> None:
+    """Prepare ``sql`` as ``name`` on ``pgconn`` unless ``prepared`` (the names this connection
+    has) says it is there already."""
+    if name in prepared:
+        return
+    from psycopg import errors
+    from psycopg.pq import ExecStatus
+
+    result = pgconn.prepare(name, sql)
+    if result.status != ExecStatus.COMMAND_OK:
+        error = errors.error_from_result(result)
+        if not isinstance(error, errors.DuplicatePreparedStatement):  # there already, as asked
+            raise error
+    prepared.add(name)
+
+
+def execute(pgconn: Any, prepared: set[bytes], name: bytes, sql: bytes, params: Sequence[bytes | None]) -> Any:
+    """The result of ``sql`` prepared as ``name`` (once per connection: ``prepared`` holds the
+    names it has) and run with ``params``. Outside a transaction only: psycopg deallocates every
+    prepared statement of its connection after a ROLLBACK, DROP or ALTER it sees, and a statement
+    found gone is prepared again and sent once more."""
+    from psycopg import errors
+
+    for attempt in (1, 2):
+        prepare(pgconn, prepared, name, sql)
+        try:
+            return run_prepared(pgconn, name, params)
+        except errors.InvalidSqlStatementName:
+            prepared.discard(name)
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def run_prepared(pgconn: Any, name: bytes, params: Sequence[bytes | None]) -> Any:
+    """Send the prepared statement ``name`` and return its result (rows as text); a statement
+    the server refused raises psycopg's error for it."""
+    from psycopg import errors
+    from psycopg.pq import ExecStatus
+
+    pgconn.send_query_prepared(name, params)
+    await_answer(pgconn)
+    result = pgconn.get_result()
+    while pgconn.get_result() is not None:  # the end of the answer
+        pass
+    if result is None:
+        raise errors.OperationalError("the server sent no answer")
+    if result.status != ExecStatus.TUPLES_OK:
+        raise errors.error_from_result(result)
+    return result
+
+
+def text_array(values: Sequence[str]) -> bytes:
+    """``values`` as a PostgreSQL text[] literal (every element quoted, so any text is safe)."""
+    quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return ("{" + ",".join(quoted) + "}").encode()

@@ -51,6 +51,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from pydantic import BaseModel
 
+from . import libpq
 from .errors import StoreUnavailableError, ValidationError
 from .probe import ChangeProbe
 from .salience import CURVE_CODES
@@ -1057,6 +1058,39 @@ class Store:
         a write in between cannot pair a record with another version's log. Through the driver,
         as rows_in."""
         unique = list(dict.fromkeys(ids))
+        if self.probe is not None:  # psycopg 3 on PostgreSQL
+            texts, entries = self._records_with_logs_libpq(conn, unique)
+        else:
+            texts, entries = self._records_with_logs_cursor(conn, unique)
+        # An archived record keeps its entries: only those of records still here are theirs.
+        entries = sorted((e for e in entries if e[0] in texts), key=lambda e: (e[0], e[1]))
+        return texts, entries
+
+    _RECORDS_WITH_LOGS = (b"SELECT id, -1, doc, NULL, NULL, NULL, NULL FROM records WHERE id = ANY($1::text[]) "
+                          b"UNION ALL SELECT record_id, position, action, actor, timestamp, rationale, extra "
+                          b"FROM audit_entries WHERE record_id = ANY($1::text[])")
+
+    def _records_with_logs_libpq(self, conn: Connection, ids: list[str]) -> tuple[dict[str, str], list[tuple]]:
+        """``records_with_logs`` on PostgreSQL: one prepared statement for any number of ids,
+        through libpq (a read by id is mostly this statement; psycopg's cursor doubled it)."""
+        raw = conn.connection.driver_connection
+        pgconn, encoding = raw.pgconn, raw.info.encoding
+        # Cleared with the connection, so a new one prepares again.
+        prepared = conn.connection.info.setdefault("membrane_prepared", set())
+        result = libpq.execute(pgconn, prepared, b"membrane_records_with_logs", self._RECORDS_WITH_LOGS,
+                               [libpq.text_array(ids)])
+        texts: dict[str, str] = {}
+        entries: list[tuple] = []
+        for r in range(result.ntuples):
+            row = [None if v is None else v.decode(encoding) for v in (result.get_value(r, c) for c in range(7))]
+            if row[1] == "-1":
+                texts[row[0]] = row[2]
+            else:
+                row[1] = int(row[1])
+                entries.append(tuple(row))
+        return texts, entries
+
+    def _records_with_logs_cursor(self, conn: Connection, unique: list[str]) -> tuple[dict[str, str], list[tuple]]:
         mark = _mark(conn)
         texts: dict[str, str] = {}
         entries: list[tuple] = []
@@ -1072,8 +1106,6 @@ class Store:
                         texts[row[0]] = row[2]
                     else:
                         entries.append(row)
-        # An archived record keeps its entries: only those of records still here are theirs.
-        entries = sorted((e for e in entries if e[0] in texts), key=lambda e: (e[0], e[1]))
         return texts, entries
 
     def existing_ids(self, conn: Connection, ids: Iterable[str], include_archive: bool = True) -> set[str]:

@@ -205,8 +205,8 @@ def test_id_checks_are_never_prepared_statements_on_postgresql(store_url):
 
 
 def test_records_with_logs_is_the_transactional_read_in_one_statement(mem):
-    """A page of records and their audit logs, read outside a transaction in one statement per
-    450 ids, equals reading them in a read transaction (records and logs_of); ids of missing and
+    """A page of records and their audit logs, read outside a transaction in one statement (per
+    450 ids on SQLite), equals reading them in a read transaction (records and logs_of); ids of missing and
     archived records get nothing, not even the archived one's kept entries."""
     from membrane_engine import audit
 
@@ -225,6 +225,40 @@ def test_records_with_logs_is_the_transactional_read_in_one_statement(mem):
     assert texts == expected_texts and len(texts) == 999 and "r0003" not in texts and "missing" not in texts
     assert audit.entries_by_record(sorted(texts), entries) == expected_logs
     assert [e.action.value for e in expected_logs["r0007"]][-1] == "reinforce"
+
+
+@pytest.mark.parametrize("odd", ['q"uote', "back\\slash", "com,ma", "{braces}", "sp ace", "NULL", "ü-ß", "x" * 128])
+def test_records_with_logs_reads_any_id_as_written(mem, odd):
+    """Ids go to PostgreSQL as one text[] literal: quotes, backslashes, commas, braces, blanks,
+    and the word NULL come back as the record they name, with its log."""
+    mem.import_records([rec(odd, audit_log=[{"action": "create", "actor": "a\"b", "timestamp": "2026-01-01T00:00:00Z",
+                                             "rationale": "r,{x}"}]), rec("plain")])
+    texts, entries = mem.store.peeking(lambda conn: mem.store.records_with_logs(conn, [odd, "plain", odd + "-missing"]))
+    assert sorted(texts) == sorted([odd, "plain"]) and json.loads(texts[odd])["id"] == odd
+    assert [(e[0], e[1], e[2], e[3], e[5]) for e in entries if e[0] == odd] == [(odd, 0, "create", 'a"b', "r,{x}")]
+    assert mem.retrieve_by_id(odd, trust("hyper")).audit_log[0].actor == 'a"b'
+
+
+def test_records_with_logs_prepares_its_statement_once_per_connection(postgres_url):
+    mem = _open(postgres_url)
+    try:
+        _prepared_once_per_connection(mem)
+    finally:
+        mem.close()
+
+
+def _prepared_once_per_connection(mem):
+    mem.import_records([rec("a"), rec("b")])
+    with mem.store.peek() as conn:
+        raw = conn.connection.driver_connection
+        for ids in (["a"], ["a", "b"], ["b", "nope"]):
+            assert sorted(mem.store.records_with_logs(conn, ids)[0]) == sorted(set(ids) - {"nope"})
+        names = [r[0] for r in raw.execute("SELECT name FROM pg_prepared_statements").fetchall()]
+        assert names.count("membrane_records_with_logs") == 1
+        conn.connection.info["membrane_prepared"].clear()  # forgotten, still on the server
+        assert list(mem.store.records_with_logs(conn, ["a"])[0]) == ["a"]
+        raw.execute("DEALLOCATE ALL")  # as psycopg does after a ROLLBACK it sees
+        assert list(mem.store.records_with_logs(conn, ["b"])[0]) == ["b"]
 
 
 def test_a_new_sqlite_store_has_16_kib_pages_and_an_old_one_keeps_its_own(tmp_path):
