@@ -64,12 +64,17 @@ def execute(pgconn: Any, prepared: set[bytes], name: bytes, sql: bytes, params: 
 
 
 def run_prepared(pgconn: Any, name: bytes, params: Sequence[bytes | None]) -> Any:
-    """Send the prepared statement ``name`` and return its result (rows as text); a statement
-    the server refused raises psycopg's error for it."""
+    """Send the prepared statement ``name`` and return its result (``collect``)."""
+    pgconn.send_query_prepared(name, params)
+    return collect(pgconn)
+
+
+def collect(pgconn: Any) -> Any:
+    """The result of the statement sent on ``pgconn`` (rows as text), once it has come; a
+    statement the server refused raises psycopg's error for it."""
     from psycopg import errors
     from psycopg.pq import ExecStatus
 
-    pgconn.send_query_prepared(name, params)
     await_answer(pgconn)
     result = pgconn.get_result()
     while pgconn.get_result() is not None:  # the end of the answer

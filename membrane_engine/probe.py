@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from .libpq import await_answer
+from .libpq import collect, prepare
 
 NEWEST_CHANGE = b"SELECT seq FROM changes ORDER BY seq DESC LIMIT 1"  # as Store.changes_with_rows asks
 _NAME = b"membrane_newest_change"
@@ -63,16 +63,7 @@ class ChangeProbe:
     def receive(self) -> int | None:
         """The answer to the question ``send`` sent; None when it did not come."""
         try:
-            pgconn = self._pgconn
-            await_answer(pgconn)
-            result = pgconn.get_result()
-            while pgconn.get_result() is not None:  # the end of the answer
-                pass
-            from psycopg.pq import ExecStatus
-
-            if result is None or result.status != ExecStatus.TUPLES_OK:
-                self._drop()
-                return None
+            result = collect(self._pgconn)
             return int(result.get_value(0, 0)) if result.ntuples else 0
         except Exception:
             self._drop()
@@ -95,11 +86,11 @@ class ChangeProbe:
             fairy = self._engine.raw_connection()
             pgconn = fairy.driver_connection.pgconn
             fairy.detach()  # the probe's own: never handed to another caller, closed with the probe
-            from psycopg.pq import ExecStatus
-
-            if pgconn.prepare(_NAME, NEWEST_CHANGE).status != ExecStatus.COMMAND_OK:
+            try:
+                prepare(pgconn, set(), _NAME, NEWEST_CHANGE)
+            except Exception:
                 fairy.close()
-                raise RuntimeError("the probe's statement was refused")
+                raise
         except Exception:
             self._failed_at = time.monotonic()
             return None

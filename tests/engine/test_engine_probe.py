@@ -201,6 +201,29 @@ def test_a_busy_probe_lets_other_threads_through(pg_pair):
     assert mine.explain("a", trust("low")).verdict.value == "hidden"
 
 
+@pytest.mark.postgres
+def test_a_refused_probe_statement_says_none_and_keeps_no_connection(postgres_url):
+    """Where the probe's statement cannot be prepared (no change log in the schema it sees),
+    the probe says it cannot tell, and the connection it opened for itself is closed."""
+    app = "membrane-probe-" + uuid.uuid4().hex[:8]
+    schema = "probe_empty_" + uuid.uuid4().hex[:8]
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    engine = create_engine(_with_app(POSTGRES_URL, app), connect_args={"options": f"-csearch_path={schema}"})
+    try:
+        probe = probe_module.ChangeProbe(engine)
+        assert probe.newest() is None
+        assert probe.send() is False, "not retried at once"
+        engine.dispose()
+        assert _backends(app) == [], "the refused connection is not kept"
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
 def test_sqlite_stores_have_no_probe(sqlite_url):
     m = Membrane.open(sqlite_url, load_sample=False)
     try:
