@@ -1,4 +1,7 @@
-"""`membrane-console [--db URL] [--port N]`: start the console with Streamlit."""
+"""`membrane-console [--db URL] [--port N]`: start the console with Streamlit.
+
+`membrane-console COMMAND ...` runs one of the commands in ``COMMANDS`` instead (each a module
+of console.commands with a ``main(argv) -> int``)."""
 
 from __future__ import annotations
 
@@ -29,7 +32,20 @@ def prewarm(url: str) -> None:
         pass
 
 
+# Subcommands, imported only when asked for: serving the console needs none of them.
+COMMANDS: dict[str, str] = {}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in COMMANDS:
+        import importlib
+
+        return importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
+    return serve(argv)
+
+
+def serve(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="membrane-console", description=__doc__)
     parser.add_argument("--db", help="SQLAlchemy URL of the store (default: $MEMBRANE_DB_URL, else ~/.membrane/membrane.db with the sample store)")
     parser.add_argument("--port", type=int, default=8501)

@@ -1,0 +1,1 @@
+"""The commands of `membrane-console COMMAND` (see console.cli.COMMANDS)."""
