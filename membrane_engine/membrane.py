@@ -43,7 +43,15 @@ from .selector import DEFAULT_THRESHOLD, EmbeddingProvider
 from .store import DEFAULT_DB_PATH, Store, default_url
 from .trust import TrustContext, Verdict, as_trust, redact
 
-SAMPLE_STORE = Path(__file__).resolve().parent.parent / "sample_data" / "membrane_sample.json"
+def _sample_store() -> Path:
+    """The bundled sample store: inside the installed package (membrane_engine/sample_data,
+    see pyproject.toml), or in sample_data/ beside the package in a source tree."""
+    here = Path(__file__).resolve().parent
+    installed = here / "sample_data" / "membrane_sample.json"
+    return installed if installed.exists() else here.parent / "sample_data" / "membrane_sample.json"
+
+
+SAMPLE_STORE = _sample_store()
 
 try:  # curation lives in its own module; the facade inherits its operations
     from .curation import CurationMixin
