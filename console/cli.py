@@ -19,7 +19,8 @@ PREWARM_THREAD = "membrane-prewarm"
 def prewarm(url: str) -> None:
     """Open the store and load its column cache into the console's cached engine (the
     ``st.cache_resource`` entry the pages use), so the first page does not wait for it: at a
-    million records that load takes seconds. Failures are left for the pages to report."""
+    million records that load takes seconds. A store that cannot be opened is reported here, in
+    the terminal, as well as on the pages."""
     # Streamlit warns once per call that this thread runs no script; that is the point of it.
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         lambda record: record.threadName != PREWARM_THREAD)
@@ -28,8 +29,12 @@ def prewarm(url: str) -> None:
 
         state._open(url).columns.current()
         import pandas  # noqa: F401  (the first st.dataframe would import it)
-    except Exception:
-        pass
+    except Exception as exc:
+        # The pages show it too, but whoever started the console is looking at this terminal.
+        from membrane_engine.errors import MembraneError
+
+        reason = str(exc) if isinstance(exc, MembraneError) else f"{type(exc).__name__}: {exc}"
+        print(f"membrane-console: the memory store cannot be opened: {reason}", file=sys.stderr, flush=True)
 
 
 # Subcommands, imported only when asked for: serving the console needs none of them.

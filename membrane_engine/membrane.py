@@ -87,7 +87,7 @@ class Membrane(CurationMixin):
         ``MEMBRANE_DB_URL`` environment variable, else the embedded SQLite file
         ``~/.membrane/membrane.db``; a new default store is filled with the sample store."""
         use_default = url is None
-        store = Store(url or default_url())
+        store = Store(url or default_url(), create_directory=use_default)
         try:
             created = store.create()
         except BaseException:

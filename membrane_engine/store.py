@@ -572,7 +572,10 @@ def _add_audit_extra(conn: Connection) -> None:
 class Store:
     """Owns the SQLAlchemy engine; every transaction goes through ``read()`` or ``write()``."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, create_directory: bool = False):
+        """``create_directory``: make a SQLite file's missing directory (the default store's
+        ~/.membrane); a store named by URL must be in a directory that exists, so a mistyped
+        path is an error rather than a new, empty store somewhere else."""
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         self._file: Path | None = None  # a SQLite store's file, once it has been opened
@@ -583,6 +586,10 @@ class Store:
             timeout = lock_timeout()
             if path and path != ":memory:" and not path.startswith("file:"):
                 self._file_path = Path(path.split("?", 1)[0]).expanduser()
+                if not create_directory and not self._file_path.parent.is_dir():
+                    raise StoreUnavailableError(
+                        f"cannot open store {self.display_url}: the directory {str(self._file_path.parent)!r} "
+                        "does not exist (create it first, or name a file in an existing directory)")
                 try:
                     self._file_path.parent.mkdir(parents=True, exist_ok=True)
                 except OSError as exc:
@@ -598,7 +605,12 @@ class Store:
                 kwargs["poolclass"] = StaticPool
         try:
             self.engine: Engine = create_engine(url, **kwargs)
-        except Exception as exc:  # bad URL, missing driver
+        except ModuleNotFoundError as exc:  # the URL names a driver that is not installed
+            hint = (" (install the postgres extra: pip install 'membrane-console[postgres]')"
+                    if url.startswith("postgresql") else "")
+            raise StoreUnavailableError(f"cannot open store {self.display_url}: the database driver "
+                                        f"{exc.name!r} is not installed{hint}") from exc
+        except Exception as exc:  # bad URL
             raise StoreUnavailableError(f"cannot open store {self.display_url}: {exc}") from exc
         if self.is_sqlite:
             timeout_ms = int(lock_timeout() * 1000)

@@ -35,6 +35,11 @@ def test_prewarm_fills_the_cached_engine_the_pages_use(tmp_path: Path, monkeypat
     assert len(opened) == 1 and loads[0] is m.columns
 
 
-def test_prewarm_leaves_a_store_that_cannot_be_opened_to_the_pages(tmp_path: Path) -> None:
-    cli.prewarm(f"sqlite:///{tmp_path / 'missing-dir' / 'sub' / 'membrane.db'}")  # no exception escapes
-    cli.prewarm("nonsense://")
+def test_prewarm_says_in_the_terminal_when_the_store_cannot_be_opened(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "missing-dir" / "sub"
+    cli.prewarm(f"sqlite:///{missing / 'membrane.db'}")  # no exception escapes
+    err = capsys.readouterr().err
+    assert "cannot be opened" in err and str(missing) in err and "does not exist" in err
+    assert not missing.exists()  # a mistyped path is not silently created
+    cli.prewarm("postgresql+pg8000://nobody@127.0.0.1/none")
+    assert "pip install 'membrane-console[postgres]'" in capsys.readouterr().err

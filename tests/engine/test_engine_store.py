@@ -296,3 +296,22 @@ def test_extra_payload_fields_named_like_another_layers_are_kept_not_read(tmp_pa
     assert tuple(row) == (None, None, 0.5)
     payload = m.get("e9").to_json_dict()["payload"]
     assert payload["revision"] == {"status": "retracted"} and payload["metrics"] == {"execution_count": 4}
+
+
+def test_a_store_named_in_a_missing_directory_is_refused_not_created(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
+        Membrane.open(f"sqlite:///{missing / 'x.db'}")
+    assert not missing.exists()
+
+
+def test_the_default_store_gets_its_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMBRANE_HOME", str(tmp_path / "home" / "membrane"))
+    monkeypatch.delenv("MEMBRANE_DB_URL", raising=False)
+    Membrane.open(load_sample=False).close()
+    assert (tmp_path / "home" / "membrane" / "membrane.db").exists()
+
+
+def test_a_missing_driver_names_the_extra_that_brings_it() -> None:
+    with pytest.raises(StoreUnavailableError, match=r"'pg8000' is not installed \(install the postgres extra"):
+        Membrane.open("postgresql+pg8000://nobody@127.0.0.1/none")
