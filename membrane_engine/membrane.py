@@ -26,6 +26,7 @@ from .retrieval import (
     run,
 )
 from .salience import salience_at, take
+from .sample import sample_records, sample_store_path
 from .schema import (
     MAX_ACTOR_LENGTH,
     UTC,
@@ -43,15 +44,7 @@ from .selector import DEFAULT_THRESHOLD, EmbeddingProvider
 from .store import DEFAULT_DB_PATH, Store, default_url
 from .trust import TrustContext, Verdict, as_trust, redact
 
-def _sample_store() -> Path:
-    """The bundled sample store: inside the installed package (membrane_engine/sample_data,
-    see pyproject.toml), or in sample_data/ beside the package in a source tree."""
-    here = Path(__file__).resolve().parent
-    installed = here / "sample_data" / "membrane_sample.json"
-    return installed if installed.exists() else here.parent / "sample_data" / "membrane_sample.json"
-
-
-SAMPLE_STORE = _sample_store()
+SAMPLE_STORE = sample_store_path()
 
 try:  # curation lives in its own module; the facade inherits its operations
     from .curation import CurationMixin
@@ -97,7 +90,8 @@ class Membrane(CurationMixin):
         if load_sample is None:
             load_sample = use_default and created
         if load_sample and created and SAMPLE_STORE.exists():
-            membrane.import_file(SAMPLE_STORE, actor="membrane-console:sample")
+            # The demo's "now" is the moment the store is first opened (membrane_engine.sample).
+            membrane.import_records(sample_records(membrane.now()), actor="membrane-console:sample")
         return membrane
 
     @property
