@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from . import audit
+from . import audit, history
 from .columns import TYPE_NAMES, ColumnCache
 from .errors import NilTrustError, NotFoundError, ValidationError
 from .imports import PreparedImport, WrittenIds, check_and_write, gc_paused, prepare, read_file, read_file_checks
@@ -364,6 +364,47 @@ class Membrane(CurationMixin):
         record_id = check_id(record_id)
         with self.store.read() as conn:
             return audit.log_of(conn, record_id)
+
+    def history(self, record_id: str) -> list[history.Version]:
+        """The record's changes, oldest first, each with its before and after values."""
+        return history.versions(self.audit_rows(self._existing(record_id)))
+
+    def record_at(self, record_id: str, when: datetime) -> MemoryRecord | None:
+        """The record as it was at ``when`` (later changes undone, salience S(when) from the
+        anchor in force then); None when it did not exist yet or was archived then."""
+        when = check_instant(when, "when")
+        record, anchor, rows = self._with_trail(record_id)
+        return history.record_at(record, anchor, rows, when)
+
+    def salience_history(self, record_id: str, times: list[datetime]) -> list[float | None]:
+        """S(t) over ``times`` as the record really was (its audit trail's anchors, not today's
+        anchor); None before it existed and while archived."""
+        if isinstance(times, (str, bytes, dict)) or not hasattr(times, "__iter__"):
+            raise ValidationError(f"times must be a list of datetimes (got {times!r})", [("times", "not a list")])
+        times = [check_instant(t, "times") for t in times]
+        record, anchor, rows = self._with_trail(record_id)
+        return history.salience_history(record, anchor, rows, times)
+
+    def _existing(self, record_id: str) -> str:
+        record_id = check_id(record_id)
+        with self.store.read() as conn:
+            if not self.store.existing_ids(conn, [record_id], include_archive=False):
+                raise NotFoundError(record_id)
+        return record_id
+
+    def _with_trail(self, record_id: str) -> tuple[MemoryRecord, tuple[float, float], list[audit.AuditRow]]:
+        record_id = check_id(record_id)
+        with self.store.read() as conn:
+            rows = self.store.fetch(conn, [record_id])
+            if record_id not in rows:
+                raise NotFoundError(record_id)
+            trail = audit.log_of(conn, record_id)
+        row = rows[record_id]
+        doc = row.doc
+        doc["audit_log"] = []
+        record = MemoryRecord.model_validate(doc)
+        record.audit_log = [r.entry for r in trail]
+        return record, (row.anchor_salience, row.anchor_at), trail
 
     def audit_query(self, **filters: Any) -> tuple[int, list[audit.AuditRow]]:
         with self.store.read() as conn:

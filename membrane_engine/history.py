@@ -1,0 +1,179 @@
+"""A record's past, read from its audit trail: its versions, what it was at any instant, and
+its true salience curve.
+
+Every curation entry carries the before/after values of what it changed (``details``), so the
+record at an instant is the current record with every later change undone, and its salience at
+an instant comes from the anchor in force then: each reinforce, penalize, retract, pin or unpin
+re-anchors at the entry's time with the entry's "after" salience (SPEC 6), and S(t) decays from
+that anchor (SPEC 2). A record's current anchor alone would draw a record retracted today as
+already at zero a week ago.
+
+Before the first re-anchoring entry the anchor is the one the record came with, which the trail
+does not hold: it is solved from that entry's "before" value, anchored at the record's creation
+(exact for exponential decay, which forgets when it started; for linear and custom profiles
+exact when the record was anchored at its creation, as every record this engine creates is), and
+never above ``max(1, before)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from .audit import AuditRow
+from .salience import columns_of, salience_at
+from .schema import AuditAction, MemoryRecord, RevisionStatus, SemanticPayload, Sensitivity, to_epoch
+
+
+@dataclass(frozen=True)
+class Version:
+    """One change of a record, as its audit entry tells it."""
+
+    position: int
+    timestamp: datetime
+    action: AuditAction
+    actor: str
+    rationale: str
+    changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # field -> (before, after)
+
+    @property
+    def is_retract(self) -> bool:
+        # A retract is written as Membrane's "delete" action on a record that stays in the store.
+        return self.action == AuditAction.DELETE and self.rationale.startswith("retracted:")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """From ``start`` (epoch seconds) until the next segment, the record decayed from ``anchor``
+    (S_a, a), pinned or not; ``live`` False while it sat in the archive."""
+
+    start: float
+    anchor: tuple[float, float]
+    pinned: bool
+    live: bool = True
+    cap: float = np.inf
+
+
+def _changes(details: dict[str, Any] | None) -> dict[str, tuple[Any, Any]]:
+    return {k: (v["before"], v["after"]) for k, v in (details or {}).items()
+            if isinstance(v, dict) and set(v) == {"before", "after"}}
+
+
+def versions(rows: list[AuditRow]) -> list[Version]:
+    """The record's changes, oldest first."""
+    return [Version(r.position, r.entry.timestamp, r.entry.action, r.entry.actor, r.entry.rationale,
+                    _changes(r.details)) for r in sorted(rows, key=lambda r: r.position)]
+
+
+def segments(record: MemoryRecord, anchor: tuple[float, float], rows: list[AuditRow]) -> list[Segment]:
+    """The anchors the record decayed from over its life, oldest first (see the module's text)."""
+    ordered = sorted(rows, key=lambda r: r.position)
+    re_anchors = [r for r in ordered if "salience" in _changes(r.details)]
+    pin_changes = [r for r in ordered if "pinned" in _changes(r.details)]
+    pinned = bool(_changes(pin_changes[0].details)["pinned"][0]) if pin_changes else record.lifecycle.pinned
+    created = to_epoch(record.created_at)
+    if re_anchors:
+        first = re_anchors[0]
+        before = float(_changes(first.details)["salience"][0])
+        first_at = to_epoch(first.entry.timestamp)
+        start_anchor = _solved_anchor(record, before, first_at, created, pinned)
+        cap = max(1.0, before)
+    else:
+        start_anchor, cap = anchor, np.inf
+    out = [Segment(created, start_anchor, pinned, cap=cap)]
+    for r in ordered:
+        changed = _changes(r.details)
+        at = to_epoch(r.entry.timestamp)
+        if "pinned" in changed:
+            pinned = bool(changed["pinned"][1])
+        details = r.details or {}
+        if details.get("archived"):
+            out.append(Segment(at, out[-1].anchor, pinned, live=False))
+        elif details.get("restored"):
+            live_before = next((s for s in reversed(out) if s.live), out[0])
+            out.append(Segment(at, live_before.anchor, pinned, cap=live_before.cap))
+        elif "salience" in changed:
+            out.append(Segment(at, (float(changed["salience"][1]), at), pinned))
+    return out
+
+
+def _solved_anchor(record: MemoryRecord, value: float, at: float, created: float, pinned: bool) -> tuple[float, float]:
+    """The anchor at ``created`` that decays to ``value`` at ``at`` under the record's profile
+    (flat when pinned, floored or decayed to nothing: then ``value`` is all that is known)."""
+    if pinned or value <= record.lifecycle.decay.min_salience or at <= created:
+        return value, at
+    unit = float(salience_at(columns_of([_unpinned(record)], [(1.0, created)]), at)[0])
+    if unit <= 0.0 or unit <= record.lifecycle.decay.min_salience:
+        return value, at
+    return value / unit, created
+
+
+def _unpinned(record: MemoryRecord) -> MemoryRecord:
+    if not record.lifecycle.pinned:
+        return record
+    copy = record.model_copy(deep=True)
+    copy.lifecycle.pinned = False
+    return copy
+
+
+def salience_history(record: MemoryRecord, anchor: tuple[float, float], rows: list[AuditRow],
+                     times: list[datetime]) -> list[float | None]:
+    """S(t) at each of ``times`` as the record really was then; None before it existed and while
+    it sat in the archive."""
+    segs = segments(record, anchor, rows)
+    starts = np.array([s.start for s in segs])
+    t = np.array([to_epoch(x) for x in times], dtype=float)
+    which = np.searchsorted(starts, t, side="right") - 1
+    out: list[float | None] = [None] * len(t)
+    for k, seg in enumerate(segs):
+        at = np.flatnonzero(which == k)
+        if not len(at) or not seg.live:
+            continue
+        shaped = record if record.lifecycle.pinned == seg.pinned else record.model_copy(
+            update={"lifecycle": record.lifecycle.model_copy(update={"pinned": seg.pinned})})
+        values = np.minimum(salience_at(columns_of([shaped], [seg.anchor]), t[at][:, None])[:, 0], seg.cap)
+        for i, v in zip(at.tolist(), values.tolist()):
+            out[i] = float(v)
+    return out
+
+
+def record_at(record: MemoryRecord, anchor: tuple[float, float], rows: list[AuditRow], when: datetime
+              ) -> MemoryRecord | None:
+    """The record as it was at ``when``: every change after it undone, salience S(when). None
+    when it did not exist yet or sat in the archive then."""
+    value = salience_history(record, anchor, rows, [when])[0]
+    if value is None:
+        return None
+    past = record.model_copy(deep=True)
+    t = to_epoch(when)
+    for r in sorted(rows, key=lambda r: r.position, reverse=True):
+        if to_epoch(r.entry.timestamp) <= t:
+            break
+        _undo(past, _changes(r.details), r.details or {})
+    past.salience = value
+    past.audit_log = [e for e in past.audit_log if to_epoch(e.timestamp) <= t]
+    return past
+
+
+def _undo(record: MemoryRecord, changed: dict[str, tuple[Any, Any]], details: dict[str, Any]) -> None:
+    if "sensitivity" in changed:
+        record.sensitivity = Sensitivity(changed["sensitivity"][0])
+    if "scope" in changed:
+        record.scope = changed["scope"][0]
+    if "tags" in changed:
+        record.tags = list(changed["tags"][0])
+    if "pinned" in changed:
+        record.lifecycle.pinned = bool(changed["pinned"][0])
+    payload = record.payload
+    if isinstance(payload, SemanticPayload) and payload.revision is not None:
+        if "status" in changed and changed["status"][0] is not None:
+            payload.revision.status = RevisionStatus(changed["status"][0])
+        if "superseded_by" in details:
+            payload.revision.superseded_by = None
+    relation = details.get("relation")
+    if isinstance(relation, dict):
+        record.relations = [x for x in record.relations
+                            if not (x.predicate == relation.get("predicate") and x.target_id == relation.get("target_id"))]
