@@ -42,7 +42,7 @@ from .schema import (
 )
 from .selector import DEFAULT_THRESHOLD, EmbeddingProvider
 from .store import DEFAULT_DB_PATH, Store, default_url
-from .trust import TrustContext, Verdict, as_trust, redact
+from .trust import TrustContext, Verdict, as_trust, redact, verdict_as_read
 
 SAMPLE_STORE = sample_store_path()
 
@@ -204,10 +204,17 @@ class Membrane(CurationMixin):
                 doc.setdefault("lifecycle", {})["anchor_salience"] = row.anchor_salience
                 doc["lifecycle"]["anchor_at"] = format_time(datetime.fromtimestamp(row.anchor_at, UTC))
                 doc["audit_log"] = [e.model_dump(mode="json") for e in logs.get(rid, [])]
-                if verdicts is not None and verdicts[rid] == 1:
-                    yield redact(MemoryRecord.model_validate(doc)).to_json_dict()
-                else:
+                if trust is None:
                     yield doc
+                    continue
+                # The choice above is the snapshot's, made before the batch was read; what is
+                # written is decided on the labels stored with this content (SPEC 4), as
+                # trust.gate_as_read decides, without validating the documents written in full.
+                verdict = verdict_as_read(doc.get("sensitivity"), doc.get("scope"), trust)
+                if verdict is Verdict.FULL:
+                    yield doc
+                elif verdict is Verdict.REDACTED:
+                    yield redact(MemoryRecord.model_validate(doc)).to_json_dict()
 
     def export_file(self, path: str | Path, ids: Iterable[str] | None = None, trust: TrustContext | None = None,
                     as_of: datetime | None = None) -> int:

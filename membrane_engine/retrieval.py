@@ -45,7 +45,7 @@ from .selector import (
     select,
 )
 from .store import Store
-from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, redact
+from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, gate_as_read, redact, verdict_as_read
 
 MAX_LIMIT = 10_000  # the largest limit a request may ask for, and what limit 0 ("no limit") returns at most
 FULL = VERDICT_CODES[Verdict.FULL]
@@ -163,6 +163,20 @@ def _materialize(store: Store, ids: list[str], saliences: dict[str, float]) -> d
     return out
 
 
+def read_gated(store: Store, ids: list[str], saliences: dict[str, float], trust: TrustContext) -> dict[str, MemoryRecord]:
+    """The records of ``ids`` as ``trust`` may have them, judged on the labels each was read with
+    (``trust.gate_as_read``): full, redacted, or left out (hidden now, or gone). Every read that
+    returns content under a trust context goes through here (SPEC 4, "the gate decides on what
+    it returns"): which ids to read may come from the column cache, what is handed out never
+    does. Re-checking the records read costs one comparison each; nothing else is read."""
+    out: dict[str, MemoryRecord] = {}
+    for rid, record in _materialize(store, ids, saliences).items():
+        view = gate_as_read(record, trust)
+        if view is not None:
+            out[rid] = view
+    return out
+
+
 _IS_SELECTOR_TYPE = np.zeros(len(TYPE_NAMES), dtype=bool)  # type code -> goes to the selector
 _IS_SELECTOR_TYPE[[TYPE_CODES[t] for t in SELECTOR_TYPES]] = True
 
@@ -196,8 +210,8 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
     layer_counts = _layer_counts(snap, wanted, vis, tk, v) if counts else {}
     limit = records_returned(len(keep), limit, cap)
 
-    selection, selected_ids, selected_s, selected_redacted = _select(
-        store, snap, keep, s, v, tk, as_of, threshold, req.task_descriptor, embeddings)
+    selection, selected_ids, selected_s, _ = _select(
+        store, snap, keep, s, v, tk, as_of, threshold, req.task_descriptor, embeddings, trust)
 
     # Sort: S desc, canonical layer, newer created_at, id asc. With a limit, only the records
     # that can make the page (S at or above the limit-th value, ties included) are fully sorted.
@@ -215,19 +229,17 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
     ))][:limit]
     page_ids = [str(x) for x in snap.ids[keep[order]]]
     page_s = dict(zip(page_ids, s[order].tolist()))
-    page_redacted = {rid for rid, code in zip(page_ids, v[order].tolist()) if code == REDACTED}
 
-    records_by_id = _materialize(store, list(dict.fromkeys(page_ids + selected_ids)), {**selected_s, **page_s})
-
-    def view(rid: str, redacted: bool) -> MemoryRecord | None:
-        rec = records_by_id.get(rid)
-        if rec is None:  # removed between snapshot and read: skip, never guess
-            return None
-        return redact(rec) if redacted else rec
-
-    records = [r for r in (view(rid, rid in page_redacted) for rid in page_ids) if r is not None]
-    if selection is not None:
-        selection.selected = [r for r in (view(rid, rid in selected_redacted) for rid in selected_ids) if r is not None]
+    # The snapshot chose the page; what each record of it (and of the selector's choice) comes
+    # back as is decided on the labels read with its content (``read_gated``). One that those
+    # labels now hide, or that was removed meanwhile, is left out and not replaced: the page is
+    # the snapshot's first ``limit`` records less those, so a relabel racing the request can
+    # make it shorter, never wider (the next request's snapshot has the new labels).
+    read = read_gated(store, list(dict.fromkeys(page_ids + selected_ids)), {**selected_s, **page_s}, trust)
+    records = [read[rid] for rid in page_ids if rid in read]
+    if selection is not None:  # scores stay as the snapshot computed them: numbers, not content
+        selection.selected = [read[rid] for rid in selected_ids if rid in read]
+        selection.signals = [sig for sig in selection.signals if sig.record_id in read]
     return Simulation(RetrieveResponse(records=records, selection=selection), layer_counts, int(len(keep)))
 
 
@@ -257,8 +269,8 @@ def _alive_by_type(snap: Snapshot) -> np.ndarray:
 
 
 def _select(store: Store, snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np.ndarray, tk: np.ndarray,
-            as_of: datetime, threshold: float, task: str, embeddings: EmbeddingProvider | None
-            ) -> tuple[SelectionResult | None, list[str], dict[str, float], set[str]]:
+            as_of: datetime, threshold: float, task: str, embeddings: EmbeddingProvider | None,
+            trust: TrustContext) -> tuple[SelectionResult | None, list[str], dict[str, float], set[str]]:
     """The selector over the competence and plan candidates among ``keep``: every candidate is
     scored (``scores``), the best SELECTED_MAX are ranked into ``selected`` (ids returned here,
     records materialized by the caller along with the page)."""
@@ -269,11 +281,15 @@ def _select(store: Store, snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np
     redacted = v[at] == REDACTED
     if embeddings is not None and task:
         ids = snap.ids[rows]
-        # Embedding similarity needs each candidate's content, so read the candidates in full.
+        # Embedding similarity needs each candidate's content, so read the candidates, each as
+        # its labels read with that content allow (a candidate they now hide is no candidate).
         id_list = [str(x) for x in ids]
         saliences = dict(zip(id_list, s[at].tolist()))
-        full = _materialize(store, id_list, saliences)
-        candidates = [redact(full[rid]) if red else full[rid] for rid, red in zip(id_list, redacted)]
+        read = read_gated(store, id_list, saliences, trust)
+        present = np.fromiter((rid in read for rid in id_list), dtype=bool, count=len(id_list))
+        rows, id_list = rows[present], [rid for rid in id_list if rid in read]
+        candidates = [read[rid] for rid in id_list]
+        redacted = np.fromiter((r.redacted for r in candidates), dtype=bool, count=len(candidates))
         precomputed = {"applicability": snap.confidence[rows], "success": snap.success_signal[rows],
                        "last_reinforced": snap.last_reinforced_at[rows], "redacted": redacted}
         result = select(candidates, as_of, threshold, task, embeddings, precomputed)

@@ -176,6 +176,32 @@ def verdicts(levels: np.ndarray, scope_codes: np.ndarray, scope_names: list[str]
     return out
 
 
+def verdict_as_read(sensitivity: Any, scope: Any, trust: TrustContext) -> Verdict:
+    """``decide``'s verdict without the reasons, for labels read in the same statement as the
+    content they guard (``gate_as_read``; an export's stored documents)."""
+    level = sensitivity_level(sensitivity)
+    if level < 0 or level > trust.max_level + 1:
+        return Verdict.HIDDEN
+    if trust.scopes and scope and scope not in trust.scopes:
+        return Verdict.HIDDEN
+    return Verdict.FULL if level <= trust.max_level else Verdict.REDACTED
+
+
+def gate_as_read(record: MemoryRecord | None, trust: TrustContext) -> MemoryRecord | None:
+    """What ``trust`` may have of a record as it was read: the record itself, its redacted view,
+    or None (hidden, or no longer there). SPEC 4, "the gate decides on what it returns": a fast
+    path may choose records from the column cache, but that choice can be older than the
+    content it then reads (another process's reclassify commits in between), so every path
+    that hands out content under a trust context passes each record through here, judged on
+    the sensitivity and scope stored with the content it came with."""
+    if record is None:
+        return None
+    verdict = verdict_as_read(record.sensitivity, record.scope, trust)
+    if verdict is Verdict.FULL:
+        return record
+    return redact(record) if verdict is Verdict.REDACTED else None
+
+
 REDACTED_KEEP = ("id", "type", "sensitivity", "confidence", "salience", "scope", "tags", "created_at", "updated_at")
 
 
@@ -213,5 +239,5 @@ def redact(record: MemoryRecord) -> MemoryRecord:
 
 __all__ = [
     "SENSITIVITY_LEVELS", "TrustContext", "Verdict", "Reason", "Decision", "decide", "verdicts",
-    "redact", "scope_decision", "VERDICT_CODES", "as_trust",
+    "redact", "scope_decision", "VERDICT_CODES", "as_trust", "verdict_as_read", "gate_as_read",
 ]

@@ -16,7 +16,8 @@ import numpy as np
 from .columns import TYPE_CODES, TYPE_NAMES
 from .errors import NilTrustError, ValidationError
 from .schema import MemoryType, Sensitivity
-from .trust import VERDICT_CODES, TrustContext, Verdict, verdicts
+from .schema import MemoryRecord
+from .trust import VERDICT_CODES, TrustContext, Verdict, as_trust, gate_as_read, verdicts
 
 VERDICT_NAMES = {code: verdict.value for verdict, code in VERDICT_CODES.items()}
 SENSITIVITY_NAMES = [s.value for s in Sensitivity]
@@ -117,4 +118,19 @@ def compare(membrane: Any, trust_a: TrustContext | None, trust_b: TrustContext |
     )
 
 
-__all__ = ["Change", "WhatIf", "compare"]
+def record_view(membrane: Any, record_id: str, trust_a: TrustContext | None,
+                trust_b: TrustContext | None) -> tuple[MemoryRecord, Verdict] | None:
+    """One changed record as the more permissive of the two contexts may have it, with that
+    verdict; None when both now hide it. ``compare`` decided on the column cache; the record
+    shown is judged on the labels read with its content (SPEC 4), so a reclassify committed
+    since never shows it in full under labels it no longer has. NotFoundError when it is gone."""
+    trust_a, trust_b = as_trust(trust_a, "trust_a"), as_trust(trust_b, "trust_b")
+    record = membrane.get(record_id)
+    views = [view for view in (gate_as_read(record, trust_a), gate_as_read(record, trust_b)) if view is not None]
+    if not views:
+        return None
+    best = min(views, key=lambda view: view.redacted)  # full before redacted
+    return best, Verdict.REDACTED if best.redacted else Verdict.FULL
+
+
+__all__ = ["Change", "WhatIf", "compare", "record_view"]

@@ -16,8 +16,7 @@ from console.components.record_card import record_card, show_explanation
 from console.components.safe import clean
 from console.components.trust_form import LAYERS, SENSITIVITIES, trust_context_form
 from membrane_engine.errors import NotFoundError
-from membrane_engine.trust import redact
-from membrane_engine.whatif import compare
+from membrane_engine.whatif import compare, record_view
 
 PAGE_SIZE = 25
 VERDICT_RANK = {"hidden": 0, "redacted": 1, "full": 2}
@@ -143,15 +142,17 @@ event = st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f
 picked = event.selection.rows if event is not None and hasattr(event, "selection") else []
 if picked:
     change = shown[picked[0]]
-    best = max(change.before, change.after, key=VERDICT_RANK.get)
     st.markdown("**Selected record** as the more permissive of the two contexts sees it")
     try:
-        record = m.get(change.id)
+        shown_view = record_view(m, change.id, trust_a, trust_b)
     except NotFoundError:
+        shown_view = None
         st.error("The record has been removed since.")
+    if shown_view is None:
+        st.info("Neither context sees this record any more: it has been reclassified since.")
     else:
-        view = redact(record) if best == "redacted" else record
-        record_card(view, verdict=best, key="wi_selected")
+        view, best = shown_view
+        record_card(view, verdict=best.value, key="wi_selected")
         ex_a, ex_b = st.columns(2)
         with ex_a:
             st.markdown("**Under A**")
