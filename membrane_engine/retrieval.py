@@ -45,7 +45,7 @@ from .selector import (
     select,
 )
 from .store import Store
-from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, gate_as_read, redact, verdict_as_read
+from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, gate_as_read
 
 MAX_LIMIT = 10_000  # the largest limit a request may ask for, and what limit 0 ("no limit") returns at most
 FULL = VERDICT_CODES[Verdict.FULL]

@@ -15,8 +15,7 @@ import numpy as np
 
 from .columns import TYPE_CODES, TYPE_NAMES
 from .errors import NilTrustError, ValidationError
-from .schema import MemoryType, Sensitivity
-from .schema import MemoryRecord
+from .schema import MemoryRecord, MemoryType, Sensitivity
 from .trust import VERDICT_CODES, TrustContext, Verdict, as_trust, gate_as_read, verdicts
 
 VERDICT_NAMES = {code: verdict.value for verdict, code in VERDICT_CODES.items()}

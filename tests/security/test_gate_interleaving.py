@@ -190,3 +190,27 @@ def test_export_file_under_trust(pair, monkeypatch, tmp_path, relabel):
     text = path.read_text()
     assert kit.canary("entity-0") not in text
     assert kit.canary("entity-1") in text
+
+
+def test_the_rule_as_read_is_the_rule_explained():
+    """``verdict_as_read`` (what every gated read applies to the labels it read) gives exactly
+    ``decide``'s verdict (what ``explain`` says), unknown sensitivities and absent scopes
+    included; ``gate_as_read`` returns the record, its redacted view, or nothing accordingly."""
+    from membrane_engine import MemoryRecord
+    from membrane_engine.trust import decide, gate_as_read, verdict_as_read
+
+    levels = ["public", "low", "medium", "high", "hyper", "secret", "", None]
+    scopes = ["", None, "alpha", "beta"]
+    for max_sensitivity in ["public", "low", "medium", "high", "hyper"]:
+        for allowed in [[], ["alpha"], ["alpha", "gamma"]]:
+            trust = TrustContext(max_sensitivity=max_sensitivity, scopes=allowed)
+            for sensitivity in levels:
+                for scope in scopes:
+                    assert verdict_as_read(sensitivity, scope, trust) is decide(sensitivity, scope or "", trust).verdict
+    base = MemoryRecord.model_validate(kit.record("semantic-9", "semantic"))
+    for sensitivity, scope, expected in [("low", "alpha", "full"), ("medium", "alpha", "redacted"),
+                                         ("hyper", "alpha", "hidden"), ("low", "beta", "hidden"), ("low", "", "full")]:
+        view = gate_as_read(base.model_copy(update={"sensitivity": sensitivity, "scope": scope}), CONTEXT)
+        got = "hidden" if view is None else "redacted" if view.redacted else "full"
+        assert got == expected, (sensitivity, scope)
+        assert view is None or view.redacted or view.payload is not None
