@@ -15,6 +15,7 @@ from .columns import TYPE_NAMES, ColumnCache
 from .errors import NilTrustError, NotFoundError, ValidationError
 from .imports import PreparedImport, WrittenIds, check_and_write, gc_paused, prepare, read_file, read_file_checks
 from .metrics import ActionCounts, compute_metrics
+from .operator_store import Operators
 from .retrieval import (
     MAX_LIMIT,
     Explanation,
@@ -68,6 +69,7 @@ class Membrane(CurationMixin):
         self.store = store
         self.columns = ColumnCache(store)
         self.action_counts = ActionCounts(store)
+        self.operators = Operators(store)  # the console's people (SPEC 10)
         self.selector_threshold = selector_threshold
         self.embeddings = embeddings
         self._clock = clock or (lambda: datetime.now(UTC))

@@ -155,6 +155,47 @@ meta = Table(
     Column("value", Text, nullable=False),
 )
 
+# The console's operators (SPEC 10): people, not agents. Their changes go to operator_events,
+# an append-only, hash-linked log of its own; sign-in tokens (first-run links, browser
+# sessions) are kept only as hashes.
+operators = Table(
+    "operators",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("role", String(16), nullable=False),
+    Column("max_sensitivity", String(16), nullable=False),
+    Column("scopes", Text, nullable=False, default="[]"),
+    Column("email", String(256), nullable=True, unique=True),
+    Column("password_hash", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+operator_events = Table(
+    "operator_events",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("timestamp", String(40), nullable=False),
+    Column("actor", String(256), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("operator", String(64), nullable=False),
+    Column("details", Text, nullable=False),
+    Column("prev_hash", String(128), nullable=False),
+    Column("hash", String(128), nullable=False),
+)
+
+operator_tokens = Table(
+    "operator_tokens",
+    metadata,
+    Column("token_hash", String(128), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("operator", String(64), nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("used_at", Float, nullable=True),
+    Index("ix_operator_tokens_operator", "operator"),
+)
+OPERATOR_TABLES = (operators, operator_events, operator_tokens)
+
 # What the numpy column cache reads of each record (columns.py decodes it; order matters
 # there). A cold load of a million records is bound by the Python objects the driver makes,
 # one per value, so the small codes (layer, curve, pinned, deletion policy, sensitivity level)
@@ -650,6 +691,8 @@ class Store:
                         f"store {self.display_url} has schema version {version}; this engine knows {SCHEMA_VERSION}"
                     )
                 _add_audit_extra(conn)
+                # Stores made before operators existed get their (empty) tables on open.
+                metadata.create_all(conn, tables=OPERATOR_TABLES)
             if conn.dialect.name == "sqlite":
                 conn.exec_driver_sql(SQLITE_SCALAR_INDEX)
         self._file = self._file_path  # from now on, the file must stay where it is
