@@ -12,13 +12,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from console import state  # noqa: E402
+from console import auth, state  # noqa: E402
 from console.components.guard import engine_call  # noqa: E402
 
 # A bundled icon: a Material icon as favicon would be fetched from a font CDN, which an
 # offline operator's browser cannot reach.
 ICON = Path(__file__).resolve().parent / "assets" / "icon.png"
 st.set_page_config(page_title="Membrane Console", page_icon=str(ICON), layout="wide")
+
+# Nobody signed in: the sign-in page only, before any page (or the store) is touched.
+signed_in = auth.gate()
 
 PAGES = Path(__file__).resolve().parent / "app_pages"
 pages = [
@@ -46,6 +49,10 @@ navigation = st.navigation(
 )
 
 with st.sidebar:
+    st.caption("Signed in")
+    scopes = ", ".join(signed_in.scopes) or "all scopes"
+    st.text(f"{signed_in.name} · {signed_in.role.value}\nclearance {signed_in.max_sensitivity.value} · {scopes}")
+    st.button("Sign out", key="auth_sign_out", on_click=auth.sign_out)
     st.caption("Store")
     st.text(state.display_url())  # not st.code: that loads the code highlighter on every page
 

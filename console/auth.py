@@ -1,19 +1,24 @@
 """Who is signed in to this console session (SPEC 10).
 
 The session's operator lives in server-side session state only (never sent to the browser).
-Pages ask ``current()``; writes ask ``authorize(action)`` at the moment of writing.
+Pages ask ``current()``; writes ask ``authorize(action)`` at the moment of writing. app.py
+calls ``gate()`` before any page: it adopts the browser's session (console/signin.py: a cookie,
+an OpenID Connect identity or a trusted proxy header) or shows only the sign-in page.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import streamlit as st
 
 from membrane_engine.operators import Operator, permits
 
 SESSION_KEY = "_membrane_signed_in"
+# The cookie session this Streamlit session was adopted from (server-side only): checked against
+# the store on every run, so signing out elsewhere or a change to the operator ends it.
+TOKEN_KEY = "_membrane_session_token"
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,7 @@ def sign_in_session(operator: Operator, expires_at: datetime) -> None:
 
 def sign_out_session() -> None:
     st.session_state.pop(SESSION_KEY, None)
+    st.session_state.pop(TOKEN_KEY, None)
 
 
 def current() -> Operator | None:
@@ -49,3 +55,74 @@ def authorize(action: str) -> Operator:
         st.error(f"Not allowed: {reason}.")
         st.stop()
     return operator  # type: ignore[return-value]
+
+
+def _adopt() -> Operator | None:
+    """The operator the browser's request names, by the sign-in modes in console/signin.py."""
+    from console import signin
+
+    token = st.context.cookies.get(signin.COOKIE)
+    if token:
+        found = signin.session_operator(token)
+        if found is not None:
+            operator, expires = found
+            sign_in_session(operator, datetime.fromtimestamp(expires, timezone.utc))
+            st.session_state[TOKEN_KEY] = token
+            return operator
+    header = signin.proxy_header()
+    if header:
+        operator = signin.match_identity(signin.operators(), st.context.headers.get(header))
+        if operator is not None:
+            sign_in_session(operator, datetime.now(timezone.utc) + timedelta(seconds=signin.session_ttl()))
+            return operator
+    if signin.oidc_configured() and st.user.is_logged_in:
+        operator = signin.match_identity(signin.operators(), st.user.get("email"))
+        if operator is not None:
+            sign_in_session(operator, datetime.now(timezone.utc) + timedelta(seconds=signin.session_ttl()))
+            return operator
+    return None
+
+
+def gate() -> Operator:
+    """The signed-in operator, or the sign-in page and a stopped script: nothing of the store
+    is read or sent for a session nobody has signed in to."""
+    from console import signin
+
+    token = st.session_state.get(TOKEN_KEY)
+    if token and signin.session_operator(token) is None:
+        sign_out_session()  # signed out elsewhere, expired, or the operator changed
+    operator = current() or _adopt()
+    if operator is None:
+        _sign_in_page()
+        st.stop()
+    return operator  # type: ignore[return-value]
+
+
+def sign_out() -> None:
+    """End this session: the cookie's token is revoked in the store, so the cookie is dead too."""
+    from console import signin
+
+    token = st.session_state.get(TOKEN_KEY) or st.context.cookies.get(signin.COOKIE)
+    if token:
+        signin.operators().end_session(token)
+    sign_out_session()
+    if signin.oidc_configured() and st.user.is_logged_in:
+        st.logout()
+
+
+def _sign_in_page() -> None:
+    from console import signin
+
+    st.title("Membrane Console")
+    st.subheader("Sign in")
+    if signin.oidc_configured():
+        st.button("Sign in with your identity provider", type="primary", on_click=st.login)
+        if st.user.is_logged_in:
+            st.error("Your identity provider's e-mail matches no operator: ask an admin to add it "
+                     "(`membrane-console operators set NAME --email ADDRESS`).")
+    if signin.proxy_header():
+        st.caption("Behind the trusted proxy: its user header named no known operator.")
+    st.link_button("Sign in with your operator name and password", "/-/signin",
+                   type="secondary" if signin.oidc_configured() else "primary")
+    st.caption("New store? `membrane-console` prints a one-time sign-in link for its first admin. "
+               "Operators are managed with `membrane-console operators`.")

@@ -1,5 +1,9 @@
 """`membrane-console [--db URL] [--port N]`: start the console with Streamlit.
 
+On a store without operators it creates an admin and prints a one-time sign-in link (as
+Jupyter and Datasette's --root do). It serves console/gateway.py: the console behind its
+sign-in routes and its Host / Origin / framing guard.
+
 `membrane-console COMMAND ...` runs one of the commands in ``COMMANDS`` instead (each a module
 of console.commands with a ``main(argv) -> int``)."""
 
@@ -13,6 +17,10 @@ import threading
 from pathlib import Path
 
 APP = Path(__file__).resolve().parent / "app.py"
+GATEWAY = Path(__file__).resolve().parent / "gateway.py"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# The most a file upload may weigh (MB): the import page parses it in memory.
+MAX_UPLOAD_MB = 50
 PREWARM_THREAD = "membrane-prewarm"
 
 
@@ -38,7 +46,7 @@ def prewarm(url: str) -> None:
 
 
 # Subcommands, imported only when asked for: serving the console needs none of them.
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {"operators": "console.commands.operators"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,30 +58,115 @@ def main(argv: list[str] | None = None) -> int:
     return serve(argv)
 
 
+def allowed_hosts(address: str, extra: list[str]) -> list[str]:
+    """The names the console answers to (server.allowedHosts): loopback, the bound address, and
+    every --allow-host. Any other Host (a DNS-rebound attacker.example) is refused."""
+    hosts = list(LOOPBACK)
+    if address not in ("0.0.0.0", "::", ""):
+        hosts.append(address)
+    for name in extra:
+        hosts += [h.strip() for h in name.split(",") if h.strip()]
+    return list(dict.fromkeys(hosts))
+
+
+def sign_in_configured(m) -> str | None:
+    """Which sign-in protects a console reachable from other machines, or None."""
+    from console import signin
+
+    if signin.oidc_configured():
+        return "OpenID Connect ([auth] in secrets)"
+    if signin.proxy_header():
+        return f"the trusted proxy header {signin.proxy_header()}"
+    if m.operators.has_password():
+        return "local accounts"
+    return None
+
+
+def first_run(m, host: str, port: int) -> str | None:
+    """On a store with no operator: create the admin and return its one-time sign-in link. On a
+    store whose operators have no password yet (and no other sign-in): a new link for the first
+    admin, so restarting is no lock-out."""
+    from console import signin
+    from membrane_engine.operator_store import FIRST_RUN
+
+    ops = m.operators
+    if ops.count() == 0:
+        ops.add("admin", "admin", "hyper", actor="membrane-console:first-run")
+        name = "admin"
+    elif sign_in_configured(m) is None:
+        admins = [o.name for o in ops.list() if o.role.value == "admin"]
+        if not admins:
+            return None
+        name = admins[0]
+    else:
+        return None
+    token = ops.issue_token(name, FIRST_RUN, signin.FIRST_RUN_TTL, actor="membrane-console:first-run")
+    return f"http://{host}:{port}/-/first-run?token={token}"
+
+
 def serve(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="membrane-console", description=__doc__)
     parser.add_argument("--db", help="SQLAlchemy URL of the store (default: $MEMBRANE_DB_URL, else ~/.membrane/membrane.db with the sample store)")
     parser.add_argument("--port", type=int, default=8501)
-    parser.add_argument("--address", default="127.0.0.1")
+    parser.add_argument("--address", default="127.0.0.1",
+                        help="address to listen on; anything but loopback needs a sign-in configured (SECURITY.md)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="another host name the console is served under (server.allowedHosts); repeatable")
+    parser.add_argument("--session-hours", type=float, default=None,
+                        help="how long a sign-in lasts (default: $MEMBRANE_SESSION_HOURS, else 12)")
+    parser.add_argument("--trusted-proxy-header", default=None, metavar="HEADER",
+                        help="sign operators in by this header of a reverse proxy (e.g. X-Forwarded-Email); only "
+                             "when the console is reachable through that proxy alone")
     parser.add_argument("--no-prewarm", action="store_true",
                         help="do not open the store and load its cache while the server starts (the first page will)")
     args = parser.parse_args(argv)
     from streamlit.web import cli as stcli
 
+    from console import signin, state
+    from membrane_engine.errors import MembraneError
+
+    if args.session_hours is not None:
+        os.environ[signin.SESSION_HOURS_ENV] = str(args.session_hours)
+    if args.trusted_proxy_header:
+        os.environ[signin.PROXY_HEADER_ENV] = args.trusted_proxy_header
+    try:
+        signin.session_ttl()
+    except ValueError as exc:
+        print(f"membrane-console: {exc}", file=sys.stderr)
+        return 2
+    # The same URL the pages will ask for (console.state.store_url, after Streamlit's argv).
+    url = args.db or os.environ.get("MEMBRANE_DB_URL") or ""
+    try:
+        m = state._open(url)
+        link = first_run(m, "localhost" if args.address in ("0.0.0.0", "::") else args.address, args.port)
+        protected = sign_in_configured(m)
+    except MembraneError as exc:
+        print(f"membrane-console: the store cannot be opened: {exc}", file=sys.stderr)
+        return 2
+    if args.address not in LOOPBACK and protected is None:
+        print(f"membrane-console: refusing to listen on {args.address}: other machines could reach the console "
+              "and no sign-in is configured. Give an operator a password (membrane-console operators passwd "
+              "NAME --password-stdin), configure OpenID Connect ([auth] in .streamlit/secrets.toml) or a trusted "
+              "proxy header (--trusted-proxy-header), or listen on 127.0.0.1.", file=sys.stderr)
+        return 2
+
     # Config passed as flags, so the console looks the same from any working directory.
     sys.argv = [
-        "streamlit", "run", str(APP),
+        "streamlit", "run", str(GATEWAY),
         "--server.port", str(args.port), "--server.address", args.address,
         "--server.headless", "true", "--browser.gatherUsageStats", "false",
         "--client.toolbarMode", "minimal", "--client.showErrorDetails", "none",
         "--server.fileWatcherType", "none", "--theme.base", "light", "--theme.primaryColor", "#4b5bdc",
+        "--server.maxUploadSize", str(MAX_UPLOAD_MB), "--server.enableXsrfProtection", "true",
     ]
+    for host in allowed_hosts(args.address, args.allow_host):
+        sys.argv += ["--server.allowedHosts", host]
     if args.db:
         sys.argv += ["--", "--db", args.db]
     os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+    if link:
+        print(f"\n  First run: sign in as admin (works once, within the hour):\n\n    {link}\n", flush=True)
     if not args.no_prewarm:
-        # The same URL the pages will ask for (console.state.store_url, after Streamlit's argv).
-        url = args.db or os.environ.get("MEMBRANE_DB_URL") or ""
         threading.Thread(target=prewarm, args=(url,), name=PREWARM_THREAD, daemon=True).start()
     return stcli.main()
 

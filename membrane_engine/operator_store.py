@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 
 from . import audit
-from .errors import AlreadyExistsError, NotFoundError, ValidationError
+from .errors import AlreadyExistsError, MembraneError, NotFoundError, ValidationError
 from .operators import Operator, Role
 from .schema import Sensitivity, format_time
 from .store import Store, operator_events, operator_tokens, operators
@@ -36,6 +36,16 @@ _SCRYPT_MAXMEM = 64 * 1024 * 1024
 FIRST_RUN = "first_run"
 SESSION = "session"
 GENESIS = "0" * 64
+
+
+class OperatorNotFoundError(NotFoundError):
+    def __init__(self, name: str):
+        MembraneError.__init__(self, f"no operator named {name!r}")
+
+
+class OperatorExistsError(AlreadyExistsError):
+    def __init__(self, message: str):
+        MembraneError.__init__(self, message)
 
 
 # ----------------------------------------------------------------------------- passwords
@@ -158,7 +168,7 @@ class Operators:
         with self.store.read() as conn:
             row = conn.execute(select(operators).where(operators.c.name == name)).first()
         if row is None:
-            raise NotFoundError(f"no operator named {name!r}")
+            raise OperatorNotFoundError(name)
         return self._operator(row)
 
     def by_email(self, email: str | None) -> Operator | None:
@@ -225,7 +235,7 @@ class Operators:
         now = self._clock()
         with self.store.write() as conn:
             if conn.execute(select(operators.c.name).where(operators.c.name == name)).first():
-                raise AlreadyExistsError(f"operator {name!r} already exists")
+                raise OperatorExistsError(f"operator {name!r} already exists")
             self._email_free(conn, email, name)
             conn.execute(insert(operators).values(name=name, role=role.value, max_sensitivity=sens.value,
                                                   scopes=json.dumps(scopes), email=email, password_hash=stored,
@@ -354,7 +364,7 @@ class Operators:
     @staticmethod
     def _existing(conn, name: str) -> None:
         if conn.execute(select(operators.c.name).where(operators.c.name == name)).first() is None:
-            raise NotFoundError(f"no operator named {name!r}")
+            raise OperatorNotFoundError(name)
 
     @staticmethod
     def _email_free(conn, email: str | None, name: str) -> None:
@@ -363,7 +373,7 @@ class Operators:
         other = conn.execute(select(operators.c.name).where((func.lower(operators.c.email) == email)
                                                             & (operators.c.name != name))).first()
         if other is not None:
-            raise AlreadyExistsError(f"email {email!r} already belongs to operator {other.name!r}")
+            raise OperatorExistsError(f"email {email!r} already belongs to operator {other.name!r}")
 
     @staticmethod
     def _keep_an_admin(conn, name: str) -> None:

@@ -1,0 +1,203 @@
+"""The console's web server: Streamlit's own ASGI app (``st.App``) with the console's sign-in
+routes and a guard in front of every request. `membrane-console` runs
+`streamlit run console/gateway.py`, which serves console/app.py through it.
+
+- ``/-/signin``: the local-account sign-in form (GET) and its check (POST), throttled per name
+  and per client; success sets an HttpOnly, SameSite=Strict cookie holding a random session
+  token whose hash is in the store (Datasette's signed-cookie idea, revocable server-side).
+- ``/-/first-run?token=``: the one-time link `membrane-console` prints on a store without
+  operators; it signs the admin in and redirects to ``/`` so the token leaves the address bar.
+- The guard refuses a Host outside ``server.allowedHosts`` (DNS rebinding) and an Origin other
+  than the console's own (another site's page or another localhost port), and forbids framing by
+  any other origin (CSP frame-ancestors and X-Frame-Options).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+from starlette.concurrency import run_in_threadpool  # noqa: E402
+from starlette.middleware import Middleware  # noqa: E402
+from starlette.requests import Request  # noqa: E402
+from starlette.responses import HTMLResponse, RedirectResponse, Response  # noqa: E402
+from starlette.routing import Route  # noqa: E402
+
+from console import signin  # noqa: E402
+
+SECURITY_HEADERS = [
+    (b"content-security-policy", b"frame-ancestors 'self'"),
+    (b"x-frame-options", b"SAMEORIGIN"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),  # a first-run token never leaves in a Referer
+]
+
+
+def host_allowed(host: str | None) -> bool:
+    from streamlit.web.server.starlette.starlette_websocket import is_host_allowed
+
+    return is_host_allowed(host)
+
+
+def origin_allowed(origin: str | None, host: str | None) -> bool:
+    """Same origin only: a page of another site, or of another port on this machine, may not
+    open the console's WebSocket or post to it. No Origin (curl, a typed URL) is fine."""
+    if origin is None:
+        return True
+    return urlparse(origin).netloc.lower() == (host or "").lower()
+
+
+class Guard:
+    """Pure ASGI middleware (HTTP and WebSocket alike)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host, origin = headers.get("host"), headers.get("origin")
+        reason = None
+        if not host_allowed(host):
+            reason = f"host {host!r} is not one this console is served under (server.allowedHosts)"
+        elif not origin_allowed(origin, host):
+            reason = f"origin {origin!r} is not this console's"
+        if reason is not None:
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008, "reason": "refused"})
+                return
+            await Response(f"Refused: {reason}.\n", status_code=403, media_type="text/plain",
+                           headers={"content-security-policy": "frame-ancestors 'none'"})(scope, receive, send)
+            return
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                message = {**message, "headers": list(message.get("headers", []))
+                           + [(k, v) for k, v in SECURITY_HEADERS if k not in names]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+# ----------------------------------------------------------------------------- throttling
+
+
+class Throttle:
+    """Failed sign-ins per key (a name, a client address), kept in this server process. After
+    ``free`` failures within ``window`` seconds a key waits, doubling from ``base`` seconds per
+    further failure up to ``cap``; a success clears the name's count."""
+
+    def __init__(self, free: int = 5, base: float = 30.0, cap: float = 900.0, window: float = 900.0):
+        self.free, self.base, self.cap, self.window = free, base, cap, window
+        self._failures: dict[str, tuple[int, float]] = {}
+        self._lock = threading.Lock()
+
+    def wait(self, keys: list[str], now: float | None = None) -> float:
+        """Seconds before any of ``keys`` may try again (0: now)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            return max((self._wait(k, now) for k in keys), default=0.0)
+
+    def _wait(self, key: str, now: float) -> float:
+        count, last = self._failures.get(key, (0, 0.0))
+        if now - last > self.window or count < self.free:
+            return 0.0
+        return max(0.0, last + min(self.base * 2 ** (count - self.free), self.cap) - now)
+
+    def failed(self, keys: list[str], now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            for k in keys:
+                count, last = self._failures.get(k, (0, 0.0))
+                self._failures[k] = (1 if now - last > self.window else count + 1, now)
+
+    def succeeded(self, key: str) -> None:
+        with self._lock:
+            self._failures.pop(key, None)
+
+
+THROTTLE = Throttle()
+
+
+# ----------------------------------------------------------------------------- routes
+
+
+def _page(body: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>Sign in · Membrane Console</title>"
+        "<meta name=viewport content='width=device-width'><style>body{font-family:system-ui,sans-serif;"
+        "max-width:22rem;margin:12vh auto;color:#222}input{display:block;width:100%;margin:.3rem 0 1rem;"
+        "padding:.5rem;font-size:1rem;box-sizing:border-box}button{padding:.5rem 1.2rem;font-size:1rem;"
+        "background:#4b5bdc;color:#fff;border:0;border-radius:.3rem}.err{color:#b00020}</style></head>"
+        f"<body><h1>Membrane Console</h1>{body}</body></html>", status_code=status,
+        headers={"cache-control": "no-store", "content-security-policy": "frame-ancestors 'none'; default-src 'self';"
+                 " style-src 'unsafe-inline'; form-action 'self'"})
+
+
+def _form(message: str = "", name: str = "") -> str:
+    note = f"<p class=err role=alert>{html.escape(message)}</p>" if message else ""
+    return (f"{note}<form method=post action=signin><label>Operator name<input name=name autocomplete=username "
+            f"required value='{html.escape(name, quote=True)}'></label><label>Password<input name=password "
+            "type=password autocomplete=current-password required></label><button type=submit>Sign in</button>"
+            "</form>")
+
+
+def _signed_in(request: Request, name: str) -> Response:
+    token, ttl = signin.open_session(name)
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(signin.COOKIE, token, max_age=int(ttl), httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https", path="/")
+    return response
+
+
+async def signin_route(request: Request) -> Response:
+    if request.method == "GET":
+        return _page(_form())
+    if len(await request.body()) > 8192:
+        return _page(_form("The form is too large."), 413)
+    form = await request.form()
+    name, password = str(form.get("name", ""))[:64], str(form.get("password", ""))[:1024]
+    keys = [f"name:{name.lower()}", f"client:{request.client.host if request.client else '?'}"]
+    wait = THROTTLE.wait(keys)
+    if wait > 0:
+        return _page(_form(f"Too many failed sign-ins: try again in {int(wait) + 1} s.", name), 429)
+    operator = await run_in_threadpool(signin.check_password, name, password)
+    if operator is None:
+        THROTTLE.failed(keys)
+        return _page(_form("Unknown name or wrong password.", name), 401)
+    THROTTLE.succeeded(keys[0])
+    return await run_in_threadpool(_signed_in, request, operator.name)
+
+
+async def first_run_route(request: Request) -> Response:
+    token = request.query_params.get("token", "")
+    keys = [f"client:{request.client.host if request.client else '?'}"]
+    if THROTTLE.wait(keys) > 0:
+        return _page("<p class=err>Too many failed attempts: try again later.</p>", 429)
+    operator = await run_in_threadpool(signin.redeem_first_run, token)
+    if operator is None:
+        THROTTLE.failed(keys)
+        return _page("<p class=err>This sign-in link is not valid: it was used already, it expired, or it was "
+                     "mistyped. Restart <code>membrane-console</code> for a new one, or <a href=signin>sign in"
+                     "</a>.</p>", 403)
+    return await run_in_threadpool(_signed_in, request, operator.name)
+
+
+ROUTES = [Route("/-/signin", signin_route, methods=["GET", "POST"]),
+          Route("/-/first-run", first_run_route, methods=["GET"])]
+
+# `streamlit run console/gateway.py` finds this st.App and serves it with uvicorn.
+app = st.App(os.path.join(os.path.dirname(os.path.abspath(__file__)), "app.py"), routes=ROUTES,
+             middleware=[Middleware(Guard)])
