@@ -1,4 +1,4 @@
-"""The console's one engine (a cached Membrane per store URL) and per-session operator state."""
+"""The console's one engine (a cached Membrane per store URL). Who is signed in: console/auth.py."""
 
 from __future__ import annotations
 
@@ -58,10 +58,3 @@ def display_url() -> str:
     except MembraneError:
         return _without_password(url)
 
-
-OPERATOR_KEY = "operator_name"
-
-
-def operator() -> str:
-    """The operator's name for this session (asked once, kept for the session)."""
-    return st.session_state.get(OPERATOR_KEY, "")

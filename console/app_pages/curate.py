@@ -1,5 +1,6 @@
 """Curate: the SPEC 6 operations on one record or a selection, each previewed by the engine
-before it is applied, with the operator's name and a rationale on every audit entry."""
+before it is applied, with the signed-in operator as the actor and a rationale on every audit
+entry. The role is checked where it counts: right before each engine write (auth.authorize)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from console import state
+from console import auth, state
 from console.components.plan_view import outcome_line, render_plan, status_of
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
 from membrane_engine import Sensitivity
 from membrane_engine.errors import MembraneError, NotFoundError, ValidationError
+from membrane_engine.operators import ACTION_ROLES, Role, permits
 
 # op -> (label, what it does, destructive, targets): targets "each" = every selected record on its
 # own, "one" = exactly one source plus a new record, "many" = the selection plus a new record,
@@ -59,18 +61,24 @@ def problem_frame(problems: list[tuple[str, str]]) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- who, what, on what
 
-if "curate_operator" not in st.session_state:
-    st.session_state["curate_operator"] = state.operator()
-top = st.columns([2, 3])
-operator = top[0].text_input("Your name (operator)", key="curate_operator", placeholder="e.g. ann@ops",
-                             help="Recorded as the actor of every audit entry; kept for this session").strip()
-st.session_state[state.OPERATOR_KEY] = operator
+signed_in = auth.current()
+if not permits(signed_in, "reinforce")[0]:
+    who = f"{signed_in.name} is a {signed_in.role.value}" if signed_in else "nobody is signed in"
+    st.info(f"Curation needs the curator role; {who}.", icon=":material/lock:")
+    st.stop()
 
+# A link may open the page on a harmless operation, never on one that removes or rewrites
+# records or needs the admin role: those are chosen here, by hand.
 url_op = st.query_params.get("op")
-if "curate_op" not in st.session_state and url_op in OPS:
+if ("curate_op" not in st.session_state and url_op in OPS and not OPS[url_op][2]
+        and ACTION_ROLES[url_op] is not Role.ADMIN):
     st.session_state["curate_op"] = url_op
-op = top[1].selectbox("Operation", list(OPS), key="curate_op", format_func=lambda o: OPS[o][0])
+top = st.columns([2, 3])
+top[0].text(f"Acting as {signed_in.actor}")
+op = top[1].selectbox("Operation", list(OPS), key="curate_op",
+                      format_func=lambda o: OPS[o][0] + ("" if permits(signed_in, o)[0] else " (admin only)"))
 label, what, destructive, targets = OPS[op]
+allowed, why_not = permits(signed_in, op)
 if destructive:
     st.warning(f"{what} Destructive: you will be asked to confirm.", icon=":material/warning:")
 else:
@@ -173,13 +181,13 @@ rationale = st.text_area("Rationale", key="curate_rationale", height=80,
 # ----------------------------------------------------------------------------- calls
 
 
-def calls() -> list[tuple[str, list[Any], dict[str, Any]]]:
+def calls(actor: str) -> list[tuple[str, list[Any], dict[str, Any]]]:
     """(label, args, kwargs) for each engine call this action makes, in SPEC 8 argument order."""
     if targets in ("each", "archive"):
-        return [(rid, [rid, *extra, operator, rationale], kwargs) for rid in ids]
+        return [(rid, [rid, *extra, actor, rationale], kwargs) for rid in ids]
     if targets == "one":
-        return [(ids[0], [ids[0], new_record, operator, rationale], {})] if ids else []
-    return [(", ".join(ids), [list(ids), new_record, operator, rationale], {})] if ids else []
+        return [(ids[0], [ids[0], new_record, actor, rationale], {})] if ids else []
+    return [(", ".join(ids), [list(ids), new_record, actor, rationale], {})] if ids else []
 
 
 def describe(exc: Exception) -> tuple[str, list[tuple[str, str]]]:
@@ -193,11 +201,12 @@ def describe(exc: Exception) -> tuple[str, list[tuple[str, str]]]:
 missing = []
 if not ids:
     missing.append("choose the record(s)" if targets != "archive" else "choose archived record(s)")
-if not operator:
-    missing.append("enter your name")
 if not rationale:
     missing.append("write a rationale")
 st.subheader("Preview")
+if not allowed:
+    st.info(f"{label} is not available to you: {why_not}.", icon=":material/lock:")
+    st.stop()
 if missing or problems_before_preview:
     if missing:
         st.caption("To preview: " + ", ".join(missing) + ".")
@@ -206,7 +215,7 @@ if missing or problems_before_preview:
     st.stop()
 
 previews: list[tuple[str, Any, Exception | None]] = []
-for name, args, kw in calls():
+for name, args, kw in calls(signed_in.actor):
     try:
         previews.append((name, m.preview(op, *args, **kw), None))
     except Exception as exc:  # the engine's refusal is shown, never a traceback
@@ -234,8 +243,11 @@ if destructive:
     confirmed = st.checkbox(f"I confirm: {label.lower()} {count} record{'s' if count != 1 else ''} as shown above.",
                             key="curate_confirm")
 if st.button(f"Apply: {label.lower()}", type="primary", key="curate_apply", disabled=not confirmed):
+    # The role is checked here, at the moment of writing, against the session's operator (not
+    # against what the page showed): a viewer's session replaying a curator's events writes nothing.
+    writer = auth.authorize(op)
     results = []
-    for name, args, kw in calls():
+    for name, args, kw in calls(writer.actor):
         try:
             plan = getattr(m, op)(*args, **kw)
             results.append((True, f"{label} done: {outcome_line(plan)}", []))

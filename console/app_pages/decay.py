@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from console import state
+from console import auth, state
 from console.components.chart_safety import PALETTE, plot_text, short_id, tidy
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
@@ -257,7 +257,7 @@ else:
     p2.write("")
     if p2.button("Preview prune", type="primary", key="decay_prune_go"):
         try:
-            ids = m.prune(actor=state.operator() or "console (preview)", rationale="decay page: prune preview",
+            ids = m.prune(actor=auth.current().actor, rationale="decay page: prune preview",
                           as_of=prune_at, dry_run=True)
             st.session_state["decay_prune_result"] = (prune_at, list(ids))
             st.session_state["decay_prune_page"] = 1

@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from console import state
+from console import auth, state
+from console.cli import MAX_UPLOAD_MB
 from console.components.safe import clean, md
 from console.components.trust_form import trust_context_form
 from membrane_engine import Sensitivity
@@ -19,6 +20,7 @@ from membrane_engine.columns import TYPE_NAMES
 from membrane_engine.errors import AlreadyExistsError, MembraneError, ValidationError
 from membrane_engine.imports import parse_text
 from membrane_engine.lookups import briefs, filter_ids
+from membrane_engine.operators import permits
 
 PARSED_KEY = "ie_parsed"
 IMPORT_RESULT_KEY = "ie_import_result"
@@ -66,8 +68,18 @@ def problem_rows(problems: list[tuple[str, str]], items: list[Any] | None) -> pd
 # ----------------------------------------------------------------------------- import
 
 with tab_in:
-    upload = st.file_uploader("Membrane JSON or JSONL file", type=["json", "jsonl"], key="ie_upload",
-                              help="A .json file holds an array of records (or one record); .jsonl one record per line")
+    may_import, why_not = permits(auth.current(), "import")
+    if not may_import:
+        st.info(f"Import is not available to you: {why_not}.", icon=":material/lock:")
+        upload = None
+    else:
+        upload = st.file_uploader("Membrane JSON or JSONL file", type=["json", "jsonl"], key="ie_upload",
+                                  help="A .json file holds an array of records (or one record); .jsonl one record "
+                                  f"per line; at most {MAX_UPLOAD_MB} MB")
+    if upload is not None and upload.size > MAX_UPLOAD_MB * 1024 * 1024:
+        st.error(f"{clean(upload.name, 120)} is {upload.size / 2**20:,.1f} MB; the console takes files up to "
+                 f"{MAX_UPLOAD_MB} MB (import larger ones with the engine's import_file).")
+        upload = None
     if upload is None:
         st.session_state.pop(PARSED_KEY, None)
     else:
@@ -81,36 +93,41 @@ with tab_in:
                                                            [("file", "not UTF-8")])
             except ValidationError as exc:
                 items, parse_error = None, exc
-            parsed = (upload.file_id, upload.name, items, parse_error)
+            parsed = (upload.file_id, upload.name, items, parse_error, len(items) if items is not None else 0)
             st.session_state[PARSED_KEY] = parsed
             st.session_state.pop(IMPORT_RESULT_KEY, None)
-        _, name, items, parse_error = parsed
+        _, name, items, parse_error, in_file = parsed
         if parse_error is not None:
             st.error(f"The file cannot be read: {md(parse_error, 800)}")
         else:
-            st.text(f"{clean(name, 120)}: {len(items):,} record(s) in the file; the store holds {m.count():,}.")
+            st.text(f"{clean(name, 120)}: {in_file:,} record(s) in the file; the store holds {m.count():,}.")
             result = st.session_state.get(IMPORT_RESULT_KEY)
             if result is None or result[0] != upload.file_id:
-                go = st.button(f"Import {len(items):,} record(s)", type="primary", key="ie_import",
+                go = st.button(f"Import {in_file:,} record(s)", type="primary", key="ie_import",
                                disabled=not items)
-                if go:
+                if go and items:
                     bar = st.progress(0.0, text="Validating every record…")
 
                     def progress(done: int, total: int) -> None:
                         text = f"Validated {done:,} of {total:,}" if done < total else "Writing…"
                         bar.progress(done / max(total, 1), text=text)
 
-                    actor = state.operator() or "console import"
+                    # Checked at the moment of writing, against the session's operator.
+                    actor = auth.authorize("import").actor
                     try:
                         count = m.import_records(items, actor=actor, progress=progress)
                         result = (upload.file_id, "ok", count, None)
                     except AlreadyExistsError as exc:
                         result = (upload.file_id, "exists", 0, str(exc))
                     except ValidationError as exc:
-                        result = (upload.file_id, "invalid", 0, (str(exc), list(exc.problems)))
+                        result = (upload.file_id, "invalid", 0, problem_rows(list(exc.problems), items))
                     except MembraneError as exc:
                         result = (upload.file_id, "failed", 0, str(exc))
                     bar.empty()
+                    # The parsed records are let go once imported or refused: a session that stays
+                    # open must not keep a large upload's objects alive.
+                    st.session_state[PARSED_KEY] = (upload.file_id, name, None, None, in_file)
+                    items = None
                     st.session_state[IMPORT_RESULT_KEY] = result
             if result is not None and result[0] == upload.file_id:
                 _, outcome, count, detail = result
@@ -120,10 +137,9 @@ with tab_in:
                     st.error(f"Import refused, nothing was written: {md(detail, 800)}. Records are never replaced; "
                              "remove those ids from the file (or import into another store).", icon=":material/block:")
                 elif outcome == "invalid":
-                    message, problems = detail
-                    bad = problem_rows(problems, items)
+                    bad = detail
                     records_bad = bad["index"].dropna().nunique()
-                    st.error(f"Import refused, nothing was written: {len(problems):,} problem(s) in "
+                    st.error(f"Import refused, nothing was written: {len(bad):,} problem(s) in "
                              f"{records_bad:,} record(s).", icon=":material/block:")
                     st.dataframe(bad, hide_index=True, key="ie_problems",
                                  column_config={"message": st.column_config.TextColumn(width="large")})

@@ -288,19 +288,17 @@ def test_curate_reinforce_writes_its_audit_entry_and_raises_salience(store):
     ok(at.run())
     assert at.multiselect(key="curate_ids").value == [rid]
     assert not any("details" in el.value.columns for el in at.dataframe)  # no preview without a rationale
-    at.text_input(key="curate_operator").set_value("ann.operator")
     ok(at.text_area(key="curate_rationale").set_value("it keeps paying off").run())
     preview = table(at, "details", "actor")
-    assert list(preview["action"]) == ["reinforce"] and list(preview["actor"]) == ["ann.operator"]
+    assert list(preview["action"]) == ["reinforce"] and list(preview["actor"]) == ["operator:test-admin"]
     assert len(fresh(store).audit_log(rid)) == entries_before  # a preview writes nothing
 
     ok(at.button(key="curate_apply").click().run())
     assert "Reinforce done" in texts(at.success)
-    assert at.session_state["operator_name"] == "ann.operator"  # kept for the session
     m = fresh(store)
     log = m.audit_log(rid)
     assert len(log) == entries_before + 1
-    assert (log[-1].action.value, log[-1].actor, log[-1].rationale) == ("reinforce", "ann.operator",
+    assert (log[-1].action.value, log[-1].actor, log[-1].rationale) == ("reinforce", "operator:test-admin",
                                                                          "it keeps paying off")
     assert m.salience_at(rid, later) > before
 
@@ -312,7 +310,6 @@ def test_curate_destructive_needs_confirmation_and_engine_errors_are_shown(store
     at.query_params["id"] = episodic.id
     ok(at.run())
     at.selectbox(key="curate_op").set_value("retract")
-    at.text_input(key="curate_operator").set_value("ann")
     ok(at.text_area(key="curate_rationale").set_value("wrong").run())
     assert "EpisodicImmutableError" in texts(at.error)
     assert not [b for b in at.button if b.key == "curate_apply"]
@@ -334,7 +331,6 @@ def test_curate_fork_uses_the_prefilled_json_with_a_fresh_id(store):
     at.query_params["id"] = rid
     ok(at.run())
     at.selectbox(key="curate_op").set_value("fork")
-    at.text_input(key="curate_operator").set_value("ann")
     ok(at.text_area(key="curate_rationale").set_value("a variant").run())
     doc = json.loads(at.text_area(key="curate_json").value)
     assert doc["id"] != rid and "audit_log" not in doc
@@ -483,10 +479,9 @@ def test_hostile_record_strings_stay_inert_on_every_page(store):
     at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
     at.query_params["id"] = HOSTILE_ID
     check(at.run())
-    at.text_input(key="curate_operator").set_value("<b>op</b>")
     check(at.text_area(key="curate_rationale").set_value("**why**").run())
     check(at.button(key="curate_apply").click().run())
-    assert fresh(store).audit_log(HOSTILE_ID)[-1].actor == "<b>op</b>"  # stored as given, shown inert
+    assert fresh(store).audit_log(HOSTILE_ID)[-1].actor == "operator:test-admin"
 
 
 def test_curate_delete_then_restore_from_the_archive(store):
@@ -497,7 +492,6 @@ def test_curate_delete_then_restore_from_the_archive(store):
     at.query_params["id"] = rid
     ok(at.run())
     at.selectbox(key="curate_op").set_value("delete")
-    at.text_input(key="curate_operator").set_value("ann")
     ok(at.text_area(key="curate_rationale").set_value("obsolete").run())
     assert at.button(key="curate_apply").disabled
     ok(at.checkbox(key="curate_confirm").check().run())
