@@ -28,6 +28,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "console" / "app.py"
+GATEWAY = ROOT / "console" / "gateway.py"
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
@@ -53,6 +54,25 @@ SKELETON = "[data-testid=stSkeleton]"  # an element whose code is still loading
 # Every server started in this test session, so a failing test can show their logs.
 SERVERS: list["ConsoleServer"] = []
 
+# Operators every test server's store gets (SPEC 10), one per role, all with full clearance;
+# a Console signs in as one of them (default the admin) before its first page.
+PASSWORD = "e2e password, not a secret"
+OPERATORS = {"admin": ("e2e-admin", "admin"), "curator": ("e2e-curator", "curator"), "viewer": ("e2e-viewer", "viewer")}
+
+
+def ensure_operators(db_url: str, clearance: str = "hyper") -> None:
+    """The test operators in the store at ``db_url`` (added once; kept if already there)."""
+    from membrane_engine import Membrane
+
+    m = Membrane.open(db_url, load_sample=False)
+    try:
+        have = {o.name for o in m.operators.list()}
+        for name, role in OPERATORS.values():
+            if name not in have:
+                m.operators.add(name, role, clearance, password=PASSWORD, actor="e2e-harness")
+    finally:
+        m.close()
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -61,16 +81,22 @@ def free_port() -> int:
 
 
 class ConsoleServer:
-    """`streamlit run console/app.py -- --db URL` in its own process group; with ``launcher="cli"``,
-    `membrane-console --db URL` (console/cli.py: the console as operators start it)."""
+    """`streamlit run console/gateway.py -- --db URL` (the console behind its sign-in routes and
+    guard) in its own process group; with ``launcher="cli"``, `membrane-console --db URL`
+    (console/cli.py: the console as operators start it). ``operators``: add the test operators
+    (``OPERATORS``) to the store first; ``extra_args``: more command-line arguments."""
 
-    def __init__(self, name: str, db_url: str, workdir: Path, launcher: str = "streamlit"):
+    def __init__(self, name: str, db_url: str, workdir: Path, launcher: str = "streamlit",
+                 operators: bool = True, extra_args: list[str] | None = None, env: dict[str, str] | None = None):
         if launcher not in ("streamlit", "cli"):
             raise ValueError(f"launcher must be 'streamlit' or 'cli', not {launcher!r}")
         self.name = name
         self.db_url = db_url
         self.workdir = workdir
         self.launcher = launcher
+        self.operators = operators
+        self.extra_args = list(extra_args or [])
+        self.extra_env = dict(env or {})
         self.log_path = workdir / f"{name}-server.log"
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -83,20 +109,24 @@ class ConsoleServer:
         """Start and wait until healthy. ``port``: listen there (say, the port of this server before
         a ``stop``, so a browser's cache of the console's assets still applies); default a free one."""
         self.port = port or free_port()
+        if self.operators:
+            ensure_operators(self.db_url)
         if self.launcher == "cli":
             cmd = [sys.executable, "-m", "console.cli", "--db", self.db_url, "--port", str(self.port),
-                   "--address", "127.0.0.1"]
+                   "--address", "127.0.0.1", *self.extra_args]
         else:
-            cmd = [sys.executable, "-m", "streamlit", "run", str(APP),
+            cmd = [sys.executable, "-m", "streamlit", "run", str(GATEWAY),
                    "--server.port", str(self.port), "--server.address", "127.0.0.1",
                    "--server.headless", "true", "--browser.gatherUsageStats", "false",
                    # pages are plain scripts: no watcher needed, and polling would cost CPU in CI
                    "--server.fileWatcherType", "none", "--server.runOnSave", "false",
-                   "--", "--db", self.db_url]
+                   "--server.allowedHosts", "127.0.0.1", "--server.allowedHosts", "localhost",
+                   *self.extra_args, "--", "--db", self.db_url]
         env = dict(os.environ)
         env.pop("MEMBRANE_DB_URL", None)  # --db decides; nothing may fall back to a default store
         env["MEMBRANE_HOME"] = str(self.workdir / "membrane-home")
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.extra_env)
         self._log = self.log_path.open("ab")  # a restart adds to the log of the run before
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
@@ -201,7 +231,8 @@ class Console:
     marked: int = 0  # frames before this index belong to earlier states of the page (see mark)
 
     @classmethod
-    def new(cls, browser, server: ConsoleServer, viewport=(1400, 1000)) -> "Console":
+    def new(cls, browser, server: ConsoleServer, viewport=(1400, 1000), role: str | None = "admin") -> "Console":
+        """A fresh browser context, signed in as the test operator of ``role`` (None: nobody)."""
         context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
         context.set_default_timeout(30_000)
         page = context.new_page()
@@ -210,7 +241,18 @@ class Console:
         page.on("dialog", con._on_dialog)
         page.on("pageerror", lambda err: con.page_errors.append(str(err)))
         page.on("console", lambda m: con.console_errors.append(m.text) if m.type == "error" else None)
+        if role is not None:
+            con.sign_in(*OPERATORS[role][:1], PASSWORD)
         return con
+
+    def sign_in(self, name: str, password: str) -> int:
+        """Post the sign-in form as the browser would (the session cookie lands in this context);
+        the HTTP status of the answer (303 when signed in)."""
+        resp = self.context.request.post(f"{self.server.url}/-/signin", form={"name": name, "password": password},
+                                         max_redirects=0)
+        if resp.status != 303 and name in {n for n, _ in OPERATORS.values()} and password == PASSWORD:
+            raise RuntimeError(f"sign-in of {name} on {self.server.url} answered {resp.status}: {resp.text()[:300]}")
+        return resp.status
 
     # recording ------------------------------------------------------------------
 
