@@ -19,6 +19,9 @@ from console.components.guard import engine_call  # noqa: E402
 # offline operator's browser cannot reach.
 ICON = Path(__file__).resolve().parent / "assets" / "icon.png"
 st.set_page_config(page_title="Membrane Console", page_icon=str(ICON), layout="wide")
+# No "Download as CSV" / copy in table toolbars: Streamlit writes those cells raw, so a record's
+# "=HYPERLINK(...)" would run in a spreadsheet. Downloads are the pages' own, formula-safe ones.
+st.set_option("client.disableDataExport", True)
 
 # Nobody signed in: the sign-in page only, before any page (or the store) is touched.
 signed_in = auth.gate()

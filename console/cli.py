@@ -158,6 +158,7 @@ def serve(argv: list[str]) -> int:
         "--client.toolbarMode", "minimal", "--client.showErrorDetails", "none",
         "--server.fileWatcherType", "none", "--theme.base", "light", "--theme.primaryColor", "#4b5bdc",
         "--server.maxUploadSize", str(MAX_UPLOAD_MB), "--server.enableXsrfProtection", "true",
+        "--client.disableDataExport", "true",
     ]
     for host in allowed_hosts(args.address, args.allow_host):
         sys.argv += ["--server.allowedHosts", host]
