@@ -1,5 +1,5 @@
-"""Curating through the browser: a reinforce on the Curate page (operator name, rationale,
-preview, Apply) changes the record's salience and audit trail in the store itself, as a fresh
+"""Curating through the browser: a reinforce on the Curate page (rationale, preview, Apply, as
+the signed-in operator) changes the record's salience and audit trail in the store itself, as a fresh
 Membrane on the same URL reads them; the preview alone writes nothing."""
 
 from __future__ import annotations
@@ -25,12 +25,11 @@ def reinforceable(m: Membrane) -> str:
     pytest.fail("the sample store has no record a reinforce would visibly change")
 
 
-def reinforce_on_page(con, record_id: str, operator: str, rationale: str) -> None:
-    """Drive the Curate page: preselect the record by URL, name the operator, give a rationale,
-    check the preview, Apply. Leaves the page on the outcome."""
+def reinforce_on_page(con, record_id: str, rationale: str) -> None:
+    """Drive the Curate page: preselect the record by URL, give a rationale, check the preview,
+    Apply. Leaves the page on the outcome."""
     con.open("curate", {"op": "reinforce", "id": record_id})
     assert record_id in con.dom_text(), "the record named by ?id= is not preselected"
-    fill_text(con, "Your name (operator)", operator)
     fill_text(con, "Rationale", rationale, area=True)
     apply = con.page.get_by_role("button", name="Apply: reinforce")
     apply.wait_for(state="visible")
@@ -40,7 +39,7 @@ def reinforce_on_page(con, record_id: str, operator: str, rationale: str) -> Non
 
 
 def test_reinforce_through_the_curate_page_is_written_to_the_store(console, sample_store_url):
-    operator = f"e2e-operator-{uuid.uuid4().hex[:8]}"
+    operator = "operator:e2e-admin"  # the signed-in operator (harness), not a name typed on the page
     rationale = f"e2e reinforce {uuid.uuid4().hex[:8]}"
     m = Membrane.open(sample_store_url, load_sample=False)
     try:
@@ -52,7 +51,7 @@ def test_reinforce_through_the_curate_page_is_written_to_the_store(console, samp
         m.close()
 
     con = console.open("curate", {"op": "reinforce", "id": rid})
-    fill_text(con, "Your name (operator)", operator)
+    assert con.page.get_by_text("Acting as operator:e2e-admin").count() == 1
     fill_text(con, "Rationale", rationale, area=True)
     con.screenshot("curate-reinforce-preview")
     con.assert_healthy()

@@ -17,6 +17,7 @@ import pytest
 
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 
+from .harness import PASSWORD
 from .kit import metrics, number
 
 pytestmark = pytest.mark.e2e
@@ -54,10 +55,15 @@ def run_load(sessions: int, seconds: float, sample_server, sample_store_url, new
     try:
         ids = targets(m, sessions)
         want = {(s, sc): expected_counts(m, s, sc) for s, sc in CONTEXTS}
+        names = [f"load-{run}-{i}" for i in range(sessions)]
+        for name in names:  # one operator per session, so each write names its session
+            m.operators.add(name, "curator", "hyper", password=PASSWORD, actor="e2e-harness")
     finally:
         m.close()
-    cons = [new_console(sample_server, viewport=(1280, 900)) for _ in range(sessions)]
-    actors = [f"load-{run}-{i}" for i in range(sessions)]
+    cons = [new_console(sample_server, viewport=(1280, 900), role=None) for _ in range(sessions)]
+    for con, name in zip(cons, names):
+        con.sign_in(name, PASSWORD)
+    actors = [f"operator:{name}" for name in names]
     confirmed = [0] * sessions
     simulations = 0
 
@@ -98,7 +104,6 @@ def run_load(sessions: int, seconds: float, sample_server, sample_store_url, new
                     box.press("Control+Enter" if area else "Enter")
                 return action
 
-            step(fill("Your name (operator)", lambda i: actors[i]))
             step(fill("Rationale", lambda i: f"load round {rnd} session {i}", area=True))
             step(lambda i, con: con.page.get_by_role("button", name="Apply: reinforce").click())
             for i, con in enumerate(cons):
