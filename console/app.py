@@ -23,9 +23,6 @@ st.set_page_config(page_title="Membrane Console", page_icon=str(ICON), layout="w
 # "=HYPERLINK(...)" would run in a spreadsheet. Downloads are the pages' own, formula-safe ones.
 st.set_option("client.disableDataExport", True)
 
-# Nobody signed in: the sign-in page only, before any page (or the store) is touched.
-signed_in = auth.gate()
-
 PAGES = Path(__file__).resolve().parent / "app_pages"
 pages = [
     st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", url_path="overview"),
@@ -38,6 +35,11 @@ pages = [
     st.Page(PAGES / "curate.py", title="Curate", icon=":material/edit_note:", url_path="curate"),
     st.Page(PAGES / "import_export.py", title="Import / export", icon=":material/swap_vert:", url_path="import-export"),
 ]
+
+
+# Nobody signed in: the sign-in page only (at every page's address), before any page or the
+# store is touched.
+signed_in = auth.gate([p.url_path for p in pages])
 
 
 def _home() -> None:

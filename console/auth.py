@@ -83,9 +83,10 @@ def _adopt() -> Operator | None:
     return None
 
 
-def gate() -> Operator:
+def gate(paths: list[str] = ()) -> Operator:
     """The signed-in operator, or the sign-in page and a stopped script: nothing of the store
-    is read or sent for a session nobody has signed in to."""
+    is read or sent for a session nobody has signed in to. ``paths``: the console's page
+    addresses, each of which then shows the sign-in page (so a link to one asks to sign in)."""
     from console import signin
 
     token = st.session_state.get(TOKEN_KEY)
@@ -93,7 +94,11 @@ def gate() -> Operator:
         sign_out_session()  # signed out elsewhere, expired, or the operator changed
     operator = current() or _adopt()
     if operator is None:
-        _sign_in_page()
+        # A navigation of one hidden page: whatever path was asked for, the sign-in page is all
+        # there is, and a sidebar drawn before a sign-out goes away.
+        st.navigation([st.Page(_sign_in_page, title="Sign in", url_path="signin", default=True)]
+                      + [st.Page(_sign_in_page, title="Sign in", url_path=p) for p in paths if p != "signin"],
+                      position="hidden").run()
         st.stop()
     return operator  # type: ignore[return-value]
 
@@ -110,6 +115,13 @@ def sign_out() -> None:
         st.logout()
 
 
+SIGN_IN_FORM = """<form method="post" action="/-/signin" style="max-width:22rem">
+<label>Operator name<br><input name="operator" autocomplete="username" required style="width:100%;padding:.4rem;margin:.2rem 0 .8rem"></label><br>
+<label>Password<br><input name="password" type="password" autocomplete="current-password" required style="width:100%;padding:.4rem;margin:.2rem 0 .8rem"></label><br>
+<button type="submit" style="padding:.45rem 1.1rem;background:#4b5bdc;color:#fff;border:0;border-radius:.4rem">Sign in</button>
+</form>"""
+
+
 def _sign_in_page() -> None:
     from console import signin
 
@@ -122,7 +134,9 @@ def _sign_in_page() -> None:
                      "(`membrane-console operators set NAME --email ADDRESS`).")
     if signin.proxy_header():
         st.caption("Behind the trusted proxy: its user header named no known operator.")
-    st.link_button("Sign in with your operator name and password", "/-/signin",
-                   type="secondary" if signin.oidc_configured() else "primary")
+    # (Field "operator", not "name": the HTML sanitizer drops names that shadow form properties.)
+    # A plain HTML form posting to the gateway's /-/signin, which sets the session cookie: a
+    # Streamlit widget could not (its values travel over the WebSocket, cookies do not).
+    st.html(SIGN_IN_FORM)
     st.caption("New store? `membrane-console` prints a one-time sign-in link for its first admin. "
                "Operators are managed with `membrane-console operators`.")

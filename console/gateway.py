@@ -39,7 +39,9 @@ SECURITY_HEADERS = [
     (b"content-security-policy", b"frame-ancestors 'self'"),
     (b"x-frame-options", b"SAMEORIGIN"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),  # a first-run token never leaves in a Referer
+    # A first-run token never leaves in a Referer to another site ("no-referrer" would also make
+    # the browser send "Origin: null" on the sign-in form, which the guard refuses).
+    (b"referrer-policy", b"same-origin"),
 ]
 
 
@@ -148,7 +150,7 @@ def _page(body: str, status: int = 200) -> HTMLResponse:
 
 def _form(message: str = "", name: str = "") -> str:
     note = f"<p class=err role=alert>{html.escape(message)}</p>" if message else ""
-    return (f"{note}<form method=post action=signin><label>Operator name<input name=name autocomplete=username "
+    return (f"{note}<form method=post action=signin><label>Operator name<input name=operator autocomplete=username "
             f"required value='{html.escape(name, quote=True)}'></label><label>Password<input name=password "
             "type=password autocomplete=current-password required></label><button type=submit>Sign in</button>"
             "</form>")
@@ -168,7 +170,7 @@ async def signin_route(request: Request) -> Response:
     if len(await request.body()) > 8192:
         return _page(_form("The form is too large."), 413)
     form = await request.form()
-    name, password = str(form.get("name", ""))[:64], str(form.get("password", ""))[:1024]
+    name, password = str(form.get("operator", ""))[:64], str(form.get("password", ""))[:1024]
     keys = [f"name:{name.lower()}", f"client:{request.client.host if request.client else '?'}"]
     wait = THROTTLE.wait(keys)
     if wait > 0:

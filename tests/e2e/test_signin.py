@@ -25,7 +25,7 @@ from .test_curate import reinforceable
 
 pytestmark = pytest.mark.e2e
 
-SIGN_IN_TEXT = "Sign in with your operator name and password"
+SIGN_IN_TEXT = "New store? membrane-console prints a one-time sign-in link"
 
 
 def serve(name: str, tmp: Path, **kwargs) -> Iterator[ConsoleServer]:
@@ -46,12 +46,17 @@ def server(tmp_path_factory) -> Iterator[ConsoleServer]:
 
 
 def signed_out(con: Console) -> bool:
-    return con.page.get_by_text(SIGN_IN_TEXT).count() == 1 and con.page.locator("[data-testid=stSidebarNav]").count() == 0
+    return (con.page.locator("[data-testid=stMain] h3", has_text="Sign in").count() == 1
+            and con.page.locator("[data-testid=stSidebarNav]").count() == 0)
 
 
-def sign_in_through_the_form(con: Console, name: str, password: str) -> None:
-    con.page.goto(f"{con.server.url}/-/signin")
-    con.page.fill("input[name=name]", name)
+def sign_in_through_the_form(con: Console, name: str, password: str, page: str | None = "/-/signin") -> None:
+    """Fill and send the sign-in form: the gateway's own page, or (page None) the console's."""
+    if page is not None:
+        con.page.goto(f"{con.server.url}{page}")
+    con.generation += 1  # the answer may be a new console page: record its frames afresh
+    con.frames = []
+    con.page.fill("input[name=operator]", name)
     con.page.fill("input[name=password]", password)
     con.page.click("button[type=submit]")
     con.page.wait_for_load_state()
@@ -69,14 +74,10 @@ def test_sign_in_through_the_form_then_sign_out(server, new_console):
     con.open("overview")
     assert signed_out(con)
     con.screenshot("signin-page")
-    con.page.get_by_text(SIGN_IN_TEXT).click()
-    con.page.wait_for_url("**/-/signin")
     name = OPERATORS["curator"][0]
-    sign_in_through_the_form(con, name, "not the password")
-    assert "Unknown name or wrong password." in con.page.content()
-    con.generation += 1
-    con.frames = []
-    sign_in_through_the_form(con, name, PASSWORD)
+    sign_in_through_the_form(con, name, "not the password", page=None)  # the form on the console's page
+    assert con.page.url.endswith("/-/signin") and "Unknown name or wrong password." in con.page.content()
+    sign_in_through_the_form(con, name, PASSWORD, page=None)  # again, on the answer's form
     con.wait_idle(runs_at_least=1)
     assert re.match(rf"{re.escape(server.url)}/(overview)?$", con.page.url), con.page.url
     assert con.page.locator("[data-testid=stMain] h1", has_text="Overview").count() == 1
@@ -165,7 +166,7 @@ def test_a_curator_cannot_delete_and_an_admin_can(server, new_console):
     try:
         assert rid in m.archived_ids()
         entry = m.audit_query(record_id=rid, action="delete")[1][0]
-        assert entry.actor == f"operator:{OPERATORS['admin'][0]}"
+        assert entry.entry.actor == f"operator:{OPERATORS['admin'][0]}"
     finally:
         m.close()
 
@@ -311,10 +312,10 @@ def test_repeated_failed_sign_ins_are_throttled(tmp_path_factory, new_console):
         con = new_console(srv, role=None)
         name = OPERATORS["viewer"][0]
         assert [con.sign_in(name, f"wrong password {i}") for i in range(5)] == [401] * 5
-        assert con.sign_in(name, PASSWORD) == 429  # even the right password waits now
+        assert con.sign_in(name, PASSWORD, check=False) == 429  # even the right password waits now
         sign_in_through_the_form(con, name, PASSWORD)
         assert "Too many failed sign-ins: try again in" in con.page.content()
-        assert con.sign_in(OPERATORS["admin"][0], PASSWORD) == 429  # the same client, another name
+        assert con.sign_in(OPERATORS["admin"][0], PASSWORD, check=False) == 429  # same client, another name
         assert not [c for c in con.context.cookies() if c["name"] == "membrane_session"]
 
 
