@@ -336,3 +336,21 @@ def test_the_first_run_link_signs_in_as_admin_once(tmp_path_factory, new_console
         assert "This sign-in link is not valid" in again.page.content()
         again.open("overview")
         assert signed_out(again)
+
+
+def test_a_proxy_header_signs_in_only_when_switched_on(server, tmp_path_factory, new_console):
+    name = OPERATORS["curator"][0]
+    con = new_console(server, role=None)
+    con.context.set_extra_http_headers({"X-Forwarded-User": name})
+    con.open("overview")
+    assert signed_out(con), "a proxy header was trusted without being switched on"
+    for srv in serve("proxy", tmp_path_factory.mktemp("e2e-proxy"),
+                     env={"MEMBRANE_TRUSTED_PROXY_HEADER": "X-Forwarded-User"}):
+        con = new_console(srv, role=None)
+        con.context.set_extra_http_headers({"X-Forwarded-User": name})
+        con.open("overview")
+        assert f"{name} · curator" in con.text()
+        stranger = new_console(srv, role=None)
+        stranger.context.set_extra_http_headers({"X-Forwarded-User": "eve@example.org"})
+        stranger.open("overview")
+        assert signed_out(stranger), "an unknown identity got in"
