@@ -68,8 +68,9 @@ def security_module(name: str):
     return importlib.import_module(name)
 
 
-def _serve(name: str, url: str, tmp: Path) -> Iterator[ConsoleServer]:
-    server = ConsoleServer(name, url, tmp)
+def _serve(name: str, url: str, tmp: Path, **options) -> Iterator[ConsoleServer]:
+    """A started server (``options``: ConsoleServer's launcher, operators, extra_args, env)."""
+    server = ConsoleServer(name, url, tmp, **options)
     try:
         server.start()
     except RuntimeError as exc:

@@ -18,7 +18,7 @@ import websocket  # websocket-client
 
 from membrane_engine import Membrane
 
-from .conftest import SAMPLE, build_store
+from .conftest import SAMPLE, _serve, build_store
 from .harness import OPERATORS, PASSWORD, Console, ConsoleServer, free_port
 from .kit import fill_text
 from .test_curate import reinforceable
@@ -28,16 +28,9 @@ pytestmark = pytest.mark.e2e
 SIGN_IN_TEXT = "New store? membrane-console prints a one-time sign-in link"
 
 
-def serve(name: str, tmp: Path, **kwargs) -> Iterator[ConsoleServer]:
-    server = ConsoleServer(name, build_store(tmp / "membrane.db", json_file=SAMPLE), tmp, **kwargs)
-    try:
-        server.start()
-    except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+def serve(name: str, tmp: Path, **options) -> Iterator[ConsoleServer]:
+    """A server of the test's own on a fresh copy of the sample store."""
+    yield from _serve(name, build_store(tmp / "membrane.db", json_file=SAMPLE), tmp, **options)
 
 
 @pytest.fixture(scope="module")
