@@ -136,6 +136,8 @@ def serve(argv: list[str]) -> int:
         return 2
     # The same URL the pages will ask for (console.state.store_url, after Streamlit's argv).
     url = args.db or os.environ.get("MEMBRANE_DB_URL") or ""
+    # Opened here, before Streamlit runs any script: its "no script context" warning is noise.
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
     try:
         m = state._open(url)
         link = first_run(m, "localhost" if args.address in ("0.0.0.0", "::") else args.address, args.port)

@@ -71,37 +71,19 @@ def sample_membrane(store_url: str) -> Iterator[Membrane]:
     m.close()
 
 
-# ----------------------------------------------------------------------------- console sessions
-# Every AppTest of the console starts signed in (SPEC 10): an admin with full clearance in the
-# session, as console/app.py's gate leaves it after a sign-in. A test that needs someone else
-# (or nobody) calls ``sign_in(at, operator_or_None)`` after AppTest.from_file.
-
-TEST_ADMIN_NAME = "test-admin"
-
-
-def sign_in(at, operator, hours: float = 1.0):
-    """Put ``operator`` (None: nobody) in AppTest ``at``'s session, as a sign-in would."""
-    from datetime import timedelta
-
-    from console import auth
-
-    if operator is None:
-        at.session_state[auth.SESSION_KEY] = None
-    else:
-        at.session_state[auth.SESSION_KEY] = auth.Session(operator, datetime.now(timezone.utc) + timedelta(hours=hours))
-    return at
-
 
 @pytest.fixture(autouse=True)
 def console_signed_in_as_admin(monkeypatch: pytest.MonkeyPatch):
+    """Every AppTest of the console starts signed in (SPEC 10): an admin with full clearance,
+    as console/app.py's gate leaves a session after a sign-in. A test that needs someone else
+    (or nobody) calls ``session_kit.sign_in(at, operator_or_None)`` after AppTest.from_file."""
     from streamlit.testing.v1 import AppTest
 
-    from membrane_engine.operators import Operator, Role
+    from session_kit import TEST_ADMIN, sign_in
 
-    admin = Operator(name=TEST_ADMIN_NAME, role=Role.ADMIN, max_sensitivity="hyper")
     made = AppTest.from_file.__func__
 
     def from_file(cls, *args, **kwargs):
-        return sign_in(made(cls, *args, **kwargs), admin)
+        return sign_in(made(cls, *args, **kwargs), TEST_ADMIN)
 
     monkeypatch.setattr(AppTest, "from_file", classmethod(from_file))

@@ -16,7 +16,7 @@ from console import auth, signin
 from membrane_engine import Membrane
 from membrane_engine.operators import Operator, Role
 
-from conftest import sign_in
+from session_kit import sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "console" / "app.py")
