@@ -143,8 +143,9 @@ def serve(argv: list[str]) -> int:
         link = first_run(m, "localhost" if args.address in ("0.0.0.0", "::") else args.address, args.port)
         protected = sign_in_configured(m)
     except MembraneError as exc:
-        print(f"membrane-console: the store cannot be opened: {exc}", file=sys.stderr)
-        return 2
+        # The pages say so too; on loopback the console still starts (the store may come back).
+        print(f"membrane-console: the memory store cannot be opened: {exc}", file=sys.stderr, flush=True)
+        link, protected = None, None
     if args.address not in LOOPBACK and protected is None:
         print(f"membrane-console: refusing to listen on {args.address}: other machines could reach the console "
               "and no sign-in is configured. Give an operator a password (membrane-console operators passwd "

@@ -138,3 +138,11 @@ def test_a_trusted_proxy_header_counts_as_sign_in(url, no_server, monkeypatch):
 def test_a_bad_session_length_is_refused(url, no_server, capsys):
     assert cli.main(["--db", url, "--session-hours", "0", "--no-prewarm"]) == 2
     assert "MEMBRANE_SESSION_HOURS must be between" in capsys.readouterr().err
+
+
+def test_a_store_that_cannot_be_opened_is_said_and_only_loopback_serves(tmp_path, no_server, capsys):
+    bad = "postgresql+psycopg://nobody@127.0.0.1:1/none"
+    assert cli.main(["--db", bad, "--no-prewarm"]) == 0  # the pages will say it too
+    assert "the memory store cannot be opened" in capsys.readouterr().err
+    assert cli.main(["--db", bad, "--address", "0.0.0.0", "--no-prewarm"]) == 2
+    assert "no sign-in is configured" in capsys.readouterr().err
