@@ -4,6 +4,7 @@ PostgreSQL (each test in a schema of its own, so parallel runs never see each ot
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -87,3 +88,10 @@ def console_signed_in_as_admin(monkeypatch: pytest.MonkeyPatch):
         return sign_in(made(cls, *args, **kwargs), TEST_ADMIN)
 
     monkeypatch.setattr(AppTest, "from_file", classmethod(from_file))
+    # A script run replaces sys.modules["__main__"] with the script (AppTest.from_function's is
+    # a temporary file calling the function); a later test's spawned worker processes would run
+    # it again as their main module.
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main

@@ -77,8 +77,9 @@ def no_server(monkeypatch):
 
     monkeypatch.setattr(stcli, "main", lambda: seen.append(list(sys.argv)) or 0)
     # serve() sets these for the server process; monkeypatch puts them back afterwards.
-    monkeypatch.delenv("MEMBRANE_TRUSTED_PROXY_HEADER", raising=False)
-    monkeypatch.delenv("MEMBRANE_SESSION_HOURS", raising=False)
+    for name in ("MEMBRANE_TRUSTED_PROXY_HEADER", "MEMBRANE_SESSION_HOURS"):
+        monkeypatch.setenv(name, "")  # recorded, so what serve() sets is undone after the test
+        monkeypatch.delenv(name)
     return seen
 
 
