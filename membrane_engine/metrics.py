@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from datetime import datetime
 from typing import Any
@@ -17,9 +18,24 @@ BUCKETS = ("0.0-0.2", "0.2-0.4", "0.4-0.6", "0.6-0.8", "0.8-1.0")
 DAY = 86400.0
 
 
+def finite_mean(values: np.ndarray) -> float:
+    """The mean of finite values, finite itself: a sum of large values (salience has no upper
+    bound; 1e308 is a valid one) overflows to inf, so when it does the values are scaled by
+    their largest first. The usual case costs one sum, as ``mean`` does."""
+    if not len(values):
+        return 0.0
+    with np.errstate(over="ignore"):
+        mean = float(values.mean())
+    if math.isfinite(mean):
+        return mean
+    top = float(np.abs(values).max())
+    return float((values / top).mean()) * top
+
+
 def salience_buckets(values: np.ndarray) -> dict[str, int]:
     """Lower bound inclusive; everything >= 0.8 (above 1 included) in the last bucket."""
-    index = np.clip(np.floor(values / 0.2 + 1e-12).astype(np.int64), 0, 4)
+    # Clipped first: a huge value divided by 0.2 is inf, which has no integer bucket.
+    index = np.clip(np.floor(np.minimum(values, 1.0) / 0.2 + 1e-12).astype(np.int64), 0, 4)
     counts = np.bincount(index, minlength=5)
     return {name: int(c) for name, c in zip(BUCKETS, counts)}
 
@@ -64,7 +80,7 @@ def compute_metrics(store: Store, snap: Snapshot, as_of: datetime,
         comp = (type_codes == TYPE_CODES["competence"]) & (runs > 0)
         plan = (type_codes == TYPE_CODES["plan_graph"]) & ~np.isnan(runs)
     competence = float(snap.success_signal[rows][comp].mean()) if comp.any() else None
-    plans = float(runs[plan].mean()) if plan.any() else None
+    plans = finite_mean(runs[plan]) if plan.any() else None
     audit_total = int(sum(action_counts.values()))
 
     def share(*actions: str) -> float:
@@ -73,7 +89,7 @@ def compute_metrics(store: Store, snap: Snapshot, as_of: datetime,
     return {
         "total_records": total,
         "records_by_type": by_type,
-        "avg_salience": float(s.mean()) if total else 0.0,
+        "avg_salience": finite_mean(s),
         "avg_confidence": float(snap.confidence[rows].mean()) if total else 0.0,
         "salience_distribution": salience_buckets(s) if total else {b: 0 for b in BUCKETS},
         "active_records": int(np.count_nonzero(s > 0)),
