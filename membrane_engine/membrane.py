@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -246,6 +247,8 @@ class Membrane(CurationMixin):
                     count += 1
                 if not jsonl:
                     out.write("\n]\n")
+            if path.exists():  # an export file the user made private stays private when written again
+                shutil.copymode(path, tmp)
             tmp.replace(path)  # a failed export never leaves a half-written file under the real name
         except OSError as exc:
             raise ValidationError(f"cannot write {str(path)!r}: {exc.strerror or exc}", [("path", str(path))]) from None

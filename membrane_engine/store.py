@@ -271,6 +271,29 @@ def default_db_path() -> Path:
     return (Path(home).expanduser() if home else Path.home() / ".membrane") / "membrane.db"
 
 
+def private_file(path: Path) -> None:
+    """Make a new store file, and every directory missing on its way, readable by its owner
+    only (0600, 0700): records hold whatever agents remembered, and the default umask would
+    leave them readable by every user of the machine. SQLite gives its -wal, -shm and -journal
+    files the database file's mode, so they follow. A file or directory that already exists
+    keeps the mode its owner gave it."""
+    missing = [parent for parent in (path.parent, *path.parent.parents) if not parent.exists()]
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:  # made meanwhile by another process: its mode is its own
+            continue
+        os.chmod(directory, 0o700)  # mkdir's mode is cut by the umask; a umask never adds bits here
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
 def default_url() -> str:
     return os.environ.get("MEMBRANE_DB_URL") or f"sqlite:///{default_db_path()}"
 
@@ -625,17 +648,18 @@ class Store:
         if self.is_sqlite:
             path = url.split("///", 1)[1] if "///" in url else ""
             timeout = lock_timeout()
-            if path and path != ":memory:" and not path.startswith("file:"):
+            if path.split("?", 1)[0] not in ("", ":memory:") and not path.startswith("file:"):
                 self._file_path = Path(path.split("?", 1)[0]).expanduser()
                 if not create_directory and not self._file_path.parent.is_dir():
                     raise StoreUnavailableError(
                         f"cannot open store {self.display_url}: the directory {str(self._file_path.parent)!r} "
                         "does not exist (create it first, or name a file in an existing directory)")
                 try:
-                    self._file_path.parent.mkdir(parents=True, exist_ok=True)
+                    private_file(self._file_path)
                 except OSError as exc:
+                    what = "the directory" if exc.filename != str(self._file_path) else "the file"
                     raise StoreUnavailableError(
-                        f"cannot open store {self.display_url}: the directory {str(self._file_path.parent)!r} "
+                        f"cannot open store {self.display_url}: {what} {exc.filename or str(self._file_path.parent)!r} "
                         f"cannot be created ({exc.strerror or exc})") from None
             elif path.startswith("file:") and "mode=memory" not in path:
                 self._file_path = Path(path[len("file:"):].split("?", 1)[0]).expanduser()
