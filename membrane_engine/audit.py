@@ -29,7 +29,9 @@ import orjson
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
-from .schema import AuditAction, AuditEntry, format_time, parse_time, to_epoch
+from .errors import ValidationError
+from .schema import (AuditAction, AuditEntry, check_instant, check_text, check_whole, format_time,
+                     parse_time, to_epoch)
 from .store import archive, audit_entries, insert_tuples, records, rows_in
 
 GENESIS = "0" * 64
@@ -243,6 +245,7 @@ def entries_by_record(record_ids: list[str], rows: Iterable[tuple]) -> dict[str,
 def filter_conditions(actor: str | None = None, action: str | None = None, record_id: str | None = None,
                       since: datetime | None = None, until: datetime | None = None) -> list[Any]:
     """SQL conditions of the audit filters: exact actor / action / record id, inclusive time bounds."""
+    actor, action, record_id, since, until = _checked_filters(actor, action, record_id, since, until)
     conditions: list[Any] = []
     if actor:
         conditions.append(audit_entries.c.actor == actor)
@@ -257,10 +260,34 @@ def filter_conditions(actor: str | None = None, action: str | None = None, recor
     return conditions
 
 
+def _checked_filters(actor: Any, action: Any, record_id: Any, since: Any, until: Any) -> tuple[Any, ...]:
+    """The filters as SQL compares them, each refused with a ValidationError naming it when it is
+    not what it says (an unknown action, a time that is not a datetime, ...)."""
+    for name, value in (("actor", actor), ("record_id", record_id)):
+        if value is not None and not isinstance(value, str):  # "" and None: no filter
+            raise ValidationError(f"{name} must be a string (got {value!r:.80})", [(name, "not a string")])
+        if value:
+            check_text(value, name)
+    if action is not None and not isinstance(action, AuditAction):
+        try:
+            action = AuditAction(action)
+        except (ValueError, TypeError):
+            known = ", ".join(a.value for a in AuditAction)
+            raise ValidationError(f"action must be one of {known} (got {action!r:.80})", [("action", "unknown")]) from None
+    since = check_instant(since, "since") if since is not None else None
+    until = check_instant(until, "until") if until is not None else None
+    return actor, action, record_id, since, until
+
+
+MAX_QUERY_LIMIT = 100_000  # entries in one page: the console reads larger exports in pages
+
+
 def query(conn: Connection, actor: str | None = None, action: str | None = None, record_id: str | None = None,
           since: datetime | None = None, until: datetime | None = None, limit: int = 1000, offset: int = 0
           ) -> tuple[int, list[AuditRow]]:
     """Entries across the store, newest first, filtered in SQL; returns (total matching, page)."""
+    limit = check_whole(limit, "limit", 0, MAX_QUERY_LIMIT)
+    offset = check_whole(offset, "offset", 0, 2**63 - 1)  # a database integer
     conditions = filter_conditions(actor, action, record_id, since, until)
     total = conn.execute(select(func.count()).select_from(audit_entries).where(*conditions)).scalar()
     q = (select(audit_entries).where(*conditions)

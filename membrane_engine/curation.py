@@ -13,6 +13,7 @@ executes the plan. Preview and apply therefore cannot diverge.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -43,6 +44,7 @@ from .schema import (
     SemanticPayload,
     Sensitivity,
     as_utc,
+    check_flag,
     check_id,
     check_text,
     format_time,
@@ -561,8 +563,8 @@ def plan_reclassify(v: _View, now: datetime, id: str, actor: str, rationale: str
             raise ValidationError(f"scope must be a string (got {_shown(scope)})", [("scope", "not a string")])
         check_text(scope, "scope", MAX_SCOPE_LENGTH)
     if tags is not None:
-        if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
-            raise ValidationError("tags must be a list of strings", [("tags", "not a list")])
+        if isinstance(tags, (str, bytes, dict)) or not isinstance(tags, Iterable):
+            raise ValidationError(f"tags must be a list of strings (got {_shown(tags)})", [("tags", "not a list")])
         tags = list(tags)
         if not all(isinstance(t, str) for t in tags):
             raise ValidationError("tags must be a list of strings", [("tags", "not a string")])
@@ -795,6 +797,7 @@ class CurationMixin:
         records as they would be after the change and the audit entries that would be written.
         Raises what the operation would raise; writes nothing."""
         planner = _planner(op)
+        _check_call(op, planner, args, kwargs)
         snapshot = self.columns.current() if op == "prune" else None  # type: ignore[attr-defined]
         with self.store.read() as conn:
             return planner(_View(self.store, conn, False, snapshot), self.now(), *args, **kwargs)
@@ -864,7 +867,7 @@ class CurationMixin:
     def prune(self, actor: str, rationale: str, as_of: datetime | None = None, dry_run: bool = True) -> list[str]:
         """Archive every record that is not pinned, has policy auto_prune and S(as_of) < 0.001.
         Returns the ids pruned, or with ``dry_run`` (the default) the ids that would be."""
-        if dry_run:  # the eligibility the plan uses, without building the archive plan
+        if check_flag(dry_run, "dry_run"):  # the eligibility the plan uses, without building the archive plan
             _who(actor, rationale)
             snapshot = self.columns.current()  # type: ignore[attr-defined]
             with self.store.read() as conn:
@@ -875,6 +878,15 @@ class CurationMixin:
         """Ids in the archive (pruned or deleted), newest first."""
         with self.store.read() as conn:
             return self.store.archived_ids(conn)
+
+
+def _check_call(op: str, planner: Callable[..., CurationPlan], args: tuple, kwargs: dict[str, Any]) -> None:
+    """``preview(op, *args, **kwargs)`` takes the operation's arguments as a tuple: a missing or
+    unknown one is the caller's mistake, refused naming it (not a TypeError from inside)."""
+    try:
+        inspect.signature(planner).bind(None, None, *args, **kwargs)  # the planner's view and time first
+    except TypeError as exc:
+        raise ValidationError(f"preview({op!r}): {exc}", [("args", str(exc))]) from None
 
 
 def _planner(op: str) -> Callable[..., CurationPlan]:

@@ -38,7 +38,9 @@ from .schema import (
     check_id,
     check_ids,
     check_instant,
+    check_flag,
     check_text,
+    check_whole,
     format_time,
     to_epoch,
 )
@@ -53,6 +55,18 @@ try:  # curation lives in its own module; the facade inherits its operations
 except ImportError:  # pragma: no cover - only while curation is being written
     class CurationMixin:  # type: ignore[no-redef]
         pass
+
+
+_AUDIT_FILTERS = frozenset({"actor", "action", "record_id", "since", "until", "limit", "offset"})
+MAX_EXPORT_BATCH = 100_000  # records read per round trip by iter_export
+
+
+MAX_WORKERS = 256  # import processes; more would only wait for the one writer
+
+
+def _check_progress(progress: Any) -> None:
+    if progress is not None and not callable(progress):
+        raise ValidationError(f"progress must be a function (got {progress!r:.80})", [("progress", "not callable")])
 
 
 def _check_actor(actor: Any) -> str:
@@ -82,6 +96,10 @@ class Membrane(CurationMixin):
         """Open (creating if needed) the store at ``url``: any SQLAlchemy URL. Without one, the
         ``MEMBRANE_DB_URL`` environment variable, else the embedded SQLite file
         ``~/.membrane/membrane.db``; a new default store is filled with the sample store."""
+        if url is not None and not isinstance(url, str):
+            raise ValidationError(f"url must be a database URL string (got {url!r:.80})", [("url", "not a string")])
+        if load_sample is not None:
+            load_sample = check_flag(load_sample, "load_sample")
         use_default = url is None
         store = Store(url or default_url(), create_directory=use_default)
         try:
@@ -172,6 +190,7 @@ class Membrane(CurationMixin):
         ids = check_ids(ids) if ids is not None else None
         trust = as_trust(trust) if trust is not None else None
         when = check_instant(as_of) if as_of is not None else self.now()
+        batch = check_whole(batch, "batch", 1, MAX_EXPORT_BATCH)
         return self._iter_export(ids, trust, when, batch)
 
     def _iter_export(self, ids: list[str] | None, trust: TrustContext | None, when: datetime,
@@ -318,7 +337,7 @@ class Membrane(CurationMixin):
     def simulate(self, request: RetrieveRequest, counts: bool = True) -> Simulation:
         """Retrieval plus per-layer counts of full / redacted / hidden (the console's simulator;
         ``counts=False`` leaves them out)."""
-        return self._run(request, counts, MAX_LIMIT)
+        return self._run(request, check_flag(counts, "counts"), MAX_LIMIT)
 
     def _run(self, request: RetrieveRequest, counts: bool, cap: int | None) -> Simulation:
         if request is None:
@@ -419,6 +438,12 @@ class Membrane(CurationMixin):
         return record, (row.anchor_salience, row.anchor_at), trail
 
     def audit_query(self, **filters: Any) -> tuple[int, list[audit.AuditRow]]:
+        """Entries across the store, newest first: (total matching, one page). Filters: actor,
+        action, record_id, since, until; the page: limit (default 1000), offset."""
+        unknown = sorted(set(filters) - _AUDIT_FILTERS)
+        if unknown:
+            raise ValidationError(f"audit_query has no filter {unknown[0]!r:.80} (filters: {', '.join(sorted(_AUDIT_FILTERS))})",
+                                  [(unknown[0], "unknown filter")])
         with self.store.read() as conn:
             return audit.query(conn, **filters)
 
@@ -427,7 +452,8 @@ class Membrane(CurationMixin):
             return audit.verify(conn)
 
     def metrics(self, as_of: datetime | None = None) -> dict[str, Any]:
-        return compute_metrics(self.store, self.columns.current(), as_of=as_utc(as_of) if as_of else self.now(),
+        as_of = check_instant(as_of) if as_of is not None else None
+        return compute_metrics(self.store, self.columns.current(), as_of=as_of or self.now(),
                                action_counts=self.action_counts.current())
 
     def count(self) -> int:

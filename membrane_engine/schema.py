@@ -631,9 +631,12 @@ def check_text(value: str, name: str, limit: int | None = None) -> str:
 
 
 def check_id(value: Any, name: str = "record_id") -> str:
-    """A record id argument: a string without NUL (no record can have one)."""
+    """A record id argument: a string without NUL, not empty or only whitespace (no record can
+    have such an id)."""
     if not isinstance(value, str):
         raise ValidationError(f"{name} must be a string (got {_shown(value)})", [(name, "not a string")])
+    if not value.strip():
+        raise ValidationError(f"{name} must not be empty or only whitespace (got {_shown(value)})", [(name, "blank")])
     return check_text(value, name)
 
 
@@ -659,6 +662,25 @@ def check_floor(value: Any, name: str = "min_salience") -> float:
     if not math.isfinite(number) or number < 0:
         raise ValidationError(f"{name} must be non-negative and finite (got {_shown(value)})", [(name, "out of range")])
     return number
+
+
+def check_whole(value: Any, name: str, low: int, high: int | None = None) -> int:
+    """A whole-number argument (a count, a limit, a page size) in ``low``..``high``; booleans
+    and floats are refused rather than read as numbers."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValidationError(f"{name} must be a whole number (got {_shown(value)})", [(name, "not a whole number")])
+    number = int(value)
+    if number < low or (high is not None and number > high):
+        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ValidationError(f"{name} must be {bounds} (got {_shown(value)})", [(name, "out of range")])
+    return number
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """A yes/no argument: a real bool (``"no"`` is a non-empty string, so it would read as true)."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"{name} must be True or False (got {_shown(value)})", [(name, "not a bool")])
+    return bool(value)
 
 
 def _path(parts: list[Any]) -> str:
@@ -697,7 +719,8 @@ def _json_name(x: float) -> str:
 def storage_problems(record: MemoryRecord) -> list[tuple[str, str]]:
     """What a valid record may still not be, because the store keeps these strings in columns
     of their own: PostgreSQL refuses NUL characters and values over the column width (SQLite
-    would store them), so both databases refuse them here, at the boundary. (Reads do not
+    would store them), so both databases refuse them here, at the boundary; and an id that is
+    only whitespace. (Reads do not
     re-check: a store written before these rules stays readable.)"""
     return [] if _storable(record) else _storage_problem_list(record)
 
@@ -708,6 +731,8 @@ def _storage_problem_list(record: MemoryRecord) -> list[tuple[str, str]]:
     def text(loc: str, value: str, limit: int | None) -> None:
         problems.extend((loc, p) for p in text_problems(value, limit))
 
+    if not record.id.strip():  # SPEC 1: "" is refused by the model, whitespace only here
+        problems.append(("id", f"must not be empty or only whitespace (got {record.id!r})"))
     text("id", record.id, MAX_ID_LENGTH)
     text("scope", record.scope, MAX_SCOPE_LENGTH)
     for k, rel in enumerate(record.relations):
@@ -721,7 +746,7 @@ def _storage_problem_list(record: MemoryRecord) -> list[tuple[str, str]]:
 def _storable(record: MemoryRecord) -> bool:
     """True when ``storage_problems`` has nothing to report (the common case, checked without
     building the problem list): no NUL character and every bounded string within its column."""
-    if len(record.id) > MAX_ID_LENGTH or len(record.scope) > MAX_SCOPE_LENGTH:
+    if len(record.id) > MAX_ID_LENGTH or len(record.scope) > MAX_SCOPE_LENGTH or not record.id.strip():
         return False
     texts = [record.id, record.scope]
     for rel in record.relations:
