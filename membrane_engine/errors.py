@@ -6,11 +6,13 @@ class MembraneError(Exception):
 
 
 class ValidationError(MembraneError, ValueError):
-    """Input refused at the boundary. `problems` lists (location, message) pairs."""
+    """Input refused at the boundary. `problems` lists (location, message) pairs; `total` says
+    how many problems there were in all (an import lists only its first 1,000)."""
 
-    def __init__(self, message: str, problems: list[tuple[str, str]] | None = None):
+    def __init__(self, message: str, problems: list[tuple[str, str]] | None = None, total: int | None = None):
         super().__init__(message)
         self.problems = problems or []
+        self.total = total if total is not None else len(self.problems)
 
 
 class NilTrustError(MembraneError):

@@ -1,4 +1,5 @@
-"""Reading Membrane JSON files and preparing an import: validate everything first, write later."""
+"""Preparing an import: records validated and turned into rows and audit chains (``prepare``)
+before the store is asked anything; ``import_writer`` writes them, ``json_items`` reads files."""
 
 from __future__ import annotations
 
@@ -11,31 +12,24 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Iterator, Sequence
 
-from sqlalchemy.engine import Connection
-
-from .errors import AlreadyExistsError, ValidationError
+from .errors import ValidationError
 from . import audit
 from .audit import extra_of
 from .salience import anchor_of
 from .schema import MAX_RECORD_BYTES, MemoryRecord, format_time, to_epoch, validate_record  # noqa: F401 (MAX_RECORD_BYTES re-exported)
-from .store import Store, record_values
+from .store import record_values
 
 # MAX_RECORD_BYTES (8 MiB of one record's JSON) is checked by validate_record (schema.check_json).
-MAX_REPORTED = 200
+MAX_REPORTED = 200  # problems spelled out in a refusal's message
+MAX_PROBLEMS = 1000  # problems listed in a refusal (ValidationError.problems); the rest are counted
 
 
-def read_file(path: Any) -> list[Any]:
-    """Records from a ``.json`` array (or single object) or a ``.jsonl`` file; a file that does
-    not parse is refused with the line and column where it breaks."""
-    path = read_file_checks(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationError(f"{path.name}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})",
-                              [("path", "not UTF-8")]) from None
-    except OSError as exc:
-        raise ValidationError(f"path {str(path)!r} cannot be read ({exc.strerror or exc})", [("path", str(path))]) from None
-    return parse_text(text, jsonl=path.suffix.lower() == ".jsonl", name=path.name)
+def refusal(problems: list[tuple[str, str]], total: int) -> str:
+    """The message of an import refused for ``total`` problems, the first of them ``problems``."""
+    shown = problems[:MAX_REPORTED]
+    summary = "; ".join(f"{loc}: {msg}" for loc, msg in shown)
+    more = f"; and {total - len(shown)} more ({total} problems in all)" if total > len(shown) else ""
+    return f"import refused, nothing was written: {summary}{more}"
 
 
 def read_file_checks(path: Any) -> Path:
@@ -87,7 +81,7 @@ def parse_text(text: str, jsonl: bool = False, name: str = "input") -> list[Any]
     return data
 
 
-def _index_of(location: str) -> int:
+def index_of_location(location: str) -> int:
     """The record index a problem location starts with ("record 7: id" -> 7)."""
     try:
         return int(location.split(":", 1)[0].split()[1])
@@ -100,7 +94,9 @@ class PreparedImport:
     """An import validated and turned into rows before the store is asked anything (what
     ``prepare`` returns). Plain data, so it can be made in another process while this one
     writes: ``bench/generate.py`` prepares chunks in side processes."""
-    problems: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # the first MAX_PROBLEMS
+    problem_total: int = 0  # problems in all
+    count: int = 0  # items prepared
     ids: list[str] = field(default_factory=list)  # of the valid records, in input order
     index_of: dict[str, int] = field(default_factory=dict)  # id -> its item's index
     in_import: set[str] = field(default_factory=set)  # every item's id, valid or not
@@ -130,41 +126,70 @@ def gc_paused() -> Iterator[None]:
 
 def prepare(items: list[Any], now: datetime, actor: str,
             progress: Callable[[int, int], None] | None = None, first_index: int = 0,
-            json_checked: Sequence[bool] = ()) -> PreparedImport:
+            json_checked: Sequence[bool] = (), texts: Sequence[str | bytes | None] = (),
+            keep: int = MAX_PROBLEMS) -> PreparedImport:
     """Validate every item (collecting every problem) and build the rows and audit chains of
     the valid ones, calling ``progress(done, total)`` as items are validated. Nothing here
-    reads the store: ``check_and_write`` does that. ``first_index``: the index of ``items[0]``
+    reads the store: ``import_writer.ImportWriter`` does that. ``first_index``: the index of ``items[0]``
     in the whole import, when it comes in parts (problems name records by that index).
-    ``json_checked[i]``: item i's JSON was checked by its reader (``schema.validate_record``)."""
+    ``json_checked[i]``: item i's JSON was checked by its reader (``schema.validate_record``).
+    ``texts[i]``: item i's JSON text when it is short (``json_items.KEY_CHARS``), else None.
+    Problems: the first ``keep`` are kept, all are counted (``problem_total``)."""
     with gc_paused():
-        return _prepare(items, now, actor, progress, first_index, json_checked)
+        return _prepare(items, now, actor, progress, first_index, json_checked, texts, keep)
+
+
+_REFUSED: dict[str | bytes, list[tuple[str, str]]] = {}  # short JSON text -> its problems
+_REFUSED_MAX = 10_000
+
+
+def _problems_of(item: Any, checked: bool, text: str | bytes | None) -> list[tuple[str, str]] | MemoryRecord:
+    """The record an item makes, or its problems. A short item's refusal is remembered by its
+    text: a junk file repeats the same few items millions of times (``[{}, {}, ...]``), and
+    validating each again would cost 15 µs where a look-up costs 0.1."""
+    if text is not None:
+        known = _REFUSED.get(text)
+        if known is not None:
+            return known
+    try:
+        # size, strict JSON (unless its reader checked), then the fields
+        return validate_record(item, json_checked=checked)
+    except ValidationError as exc:
+        problems = exc.problems or [("record", str(exc))]
+    except RecursionError:
+        problems = [("", "JSON nested too deeply")]
+    if text is not None and len(_REFUSED) < _REFUSED_MAX:
+        _REFUSED[text] = problems
+    return problems
 
 
 def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[int, int], None] | None,
-             first_index: int, json_checked: Sequence[bool]) -> PreparedImport:
-    out = PreparedImport()
+             first_index: int, json_checked: Sequence[bool], texts: Sequence[str | bytes | None],
+             keep: int) -> PreparedImport:
+    out = PreparedImport(count=len(items))
     records: list[MemoryRecord] = []
     seen = out.index_of
     total = len(items)
+
+    def problem(index: int, loc: str, msg: str) -> None:
+        out.problem_total += 1
+        if len(out.problems) < keep:
+            out.problems.append((f"record {index}: {loc}" if loc else f"record {index}", msg))
+
     for offset, item in enumerate(items):
         index = first_index + offset
         if progress is not None and offset % PROGRESS_EVERY == 0:
             progress(offset, total)
-        try:
-            # size, strict JSON (unless its reader checked), then the fields
-            record = validate_record(item, json_checked=bool(json_checked) and json_checked[offset])
-        except ValidationError as exc:
-            for loc, msg in exc.problems or [("record", str(exc))]:
-                out.problems.append((f"record {index}: {loc}", msg))
-            continue
-        except RecursionError:
-            out.problems.append((f"record {index}", "JSON nested too deeply"))
+        record = _problems_of(item, bool(json_checked) and json_checked[offset], texts[offset] if texts else None)
+        if not isinstance(record, MemoryRecord):
+            for loc, msg in record:
+                problem(index, loc, msg)
             continue
         if record.redacted:
-            out.problems.append((f"record {index}: redacted", "a redacted view cannot be imported (it has no payload)"))
+            problem(index, "redacted", "a redacted view cannot be imported (it has no payload)")
             continue
         if record.id in seen:
-            out.problems.append((f"record {index}: id", f"duplicate id {record.id!r} (also record {seen[record.id]})"))
+            problem(index, "id", f"duplicate id {record.id!r} (also record {seen[record.id]})")
             continue
         seen[record.id] = index
         records.append(record)
@@ -175,7 +200,7 @@ def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[in
     out.ids = list(seen)
     if progress is not None:
         progress(total, total)
-    if out.problems:
+    if out.problem_total:
         out.relations = [(r.id, k, rel.target_id) for r in records for k, rel in enumerate(r.relations)
                          if rel.target_id not in out.in_import]
         return out  # refused whatever the store says; relations are still checked, for the report
@@ -192,57 +217,3 @@ def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[in
             if rel.target_id not in out.in_import:
                 out.relations.append((r.id, k, rel.target_id))
     return out
-
-
-class WrittenIds:
-    """What an import in parts has written so far, when the store held no record (live or
-    archived) at its start: then an id is taken, or a relation target exists, exactly when an
-    earlier part wrote it, and this set answers without asking the store (two lookups per
-    record: 15 s of a profiled 1M import's writing process). For a store that held records,
-    ``ids`` is None and the store is asked (it sees the earlier parts, in the same transaction)."""
-
-    def __init__(self, store: Store, conn: Connection):
-        self.store, self.conn = store, conn
-        self.ids: set[str] | None = set() if store.is_empty(conn) else None
-
-    def existing(self, ids: list[str], include_archive: bool = True) -> set[str]:
-        if self.ids is None:
-            return self.store.existing_ids(self.conn, ids, include_archive=include_archive) if ids else set()
-        return self.ids.intersection(ids)
-
-    def add(self, ids: list[str]) -> None:
-        if self.ids is not None:
-            self.ids.update(ids)
-
-
-def check_and_write(prepared: PreparedImport, store: Store, conn: Connection, written: WrittenIds | None = None) -> int:
-    """The store's half of an import, inside the caller's write transaction (and its
-    ``Store.bulk`` settings, for a large one): relation targets
-    must exist (in the store or the same import), ids must be new; then every row goes in.
-    Refuses with ValidationError listing every problem (prepare's as well), or
-    AlreadyExistsError, before anything is written. Returns how many records were written.
-    ``written``: the import's ``WrittenIds``, kept by the caller across parts."""
-    written = written if written is not None else WrittenIds(store, conn)
-    problems = list(prepared.problems)
-    targets = list({target for _, _, target in prepared.relations})
-    found = written.existing(targets, include_archive=False)
-    for rid, k, target in prepared.relations:
-        if target not in found:
-            problems.append((f"record {prepared.index_of[rid]}: relations.{k}.target_id",
-                             f"target {target!r} is neither in the store nor in this import"))
-    problems.sort(key=lambda p: _index_of(p[0]))
-    if not problems:
-        existing = written.existing(prepared.ids)
-        if existing:
-            first = sorted(existing)[0]
-            raise AlreadyExistsError(first if len(existing) == 1 else
-                                     f"{first} (and {len(existing) - 1} more)")
-    if problems:
-        shown = problems[:MAX_REPORTED]
-        more = f"; and {len(problems) - MAX_REPORTED} more" if len(problems) > MAX_REPORTED else ""
-        summary = "; ".join(f"{loc}: {msg}" for loc, msg in shown)
-        raise ValidationError(f"import refused, nothing was written: {summary}{more}", problems)
-    audit.insert_entries(conn, prepared.audit)
-    store.insert_values(conn, prepared.rows)
-    written.add(prepared.ids)
-    return len(prepared.rows)

@@ -32,6 +32,8 @@ from .schema import MAX_RECORD_BYTES
 
 CHUNK_BYTES = 16 << 20  # bytes per worker task (about 9,000 records of 1.8 KB): big enough to amortize
 # a task's overhead, small enough for an even spread
+CHUNK_LINES = 50_000  # lines per worker task at most: a file of tiny junk lines ("{}") would put
+# millions of parsed items in one task (800 MB for 16 MB of "{}" lines)
 
 
 def parser_checked(line: bytes) -> bool:
@@ -42,6 +44,8 @@ def parser_checked(line: bytes) -> bool:
     the limit is within it; and a value nests no deeper than its brackets number."""
     return len(line) * 5 <= MAX_RECORD_BYTES and line.count(b"{") + line.count(b"[") <= _CHECKED_BRACKETS
 
+
+SHORT_LINE = 64  # lines this short go to ``prepare`` with their text, to recognise repeated junk
 
 _CHECKED_BRACKETS = 200  # far below any recursion limit on the way (json, orjson's 255, pydantic)
 
@@ -90,12 +94,22 @@ def chunks(path: Path) -> list[Chunk]:
                     rest = data
                     continue
             piece, rest = data[:cut], data[cut:]
-            if piece:
-                lines, records = _count(piece)
-                out.append(Chunk(offset, offset + len(piece), line, index, records))
-                line, index, offset = line + lines, index + records, offset + len(piece)
+            for part in _at_most_lines(piece):
+                lines, records = _count(part)
+                out.append(Chunk(offset, offset + len(part), line, index, records))
+                line, index, offset = line + lines, index + records, offset + len(part)
             if not block:
                 return out
+
+
+def _at_most_lines(piece: bytes) -> Iterator[bytes]:
+    """``piece`` (whole lines) cut into runs of at most CHUNK_LINES lines (one run, usually)."""
+    while piece.count(b"\n") > CHUNK_LINES:
+        head = len(piece) - len(piece.split(b"\n", CHUNK_LINES)[-1])  # just after the CHUNK_LINES-th line end
+        yield piece[:head]
+        piece = piece[head:]
+    if piece:
+        yield piece
 
 
 def _count(piece: bytes) -> tuple[int, int]:
@@ -128,16 +142,17 @@ def prepare_chunk(path: Path, chunk: Chunk, name: str, now: datetime,
         f.seek(chunk.start)
         piece = f.read(chunk.end - chunk.start)
     with gc_paused():
-        items, checked = [], []
+        items, checked, texts = [], [], []
         try:
             for offset, line in enumerate(_lines(piece)):
                 if line.strip():
                     item, ok = _parse(line, name, chunk.first_line + offset)
                     items.append(item)
                     checked.append(ok)
+                    texts.append(line if len(line) <= SHORT_LINE else None)
         except ValidationError as exc:
             return str(exc), exc.problems
-        return prepare(items, now, actor, first_index=chunk.first_index, json_checked=checked)
+        return prepare(items, now, actor, first_index=chunk.first_index, json_checked=checked, texts=texts)
 
 
 def prepared_parts(path: Path, now: datetime, actor: str, workers: int,

@@ -14,7 +14,9 @@ import numpy as np
 from . import audit, history
 from .columns import TYPE_NAMES, ColumnCache
 from .errors import NilTrustError, NotFoundError, ValidationError
-from .imports import PreparedImport, WrittenIds, check_and_write, gc_paused, prepare, read_file, read_file_checks
+from .import_writer import import_items, write_parts
+from .imports import PreparedImport, read_file_checks
+from .json_items import FileItems
 from .metrics import ActionCounts, compute_metrics
 from .operator_store import Operators
 from .retrieval import (
@@ -136,9 +138,12 @@ class Membrane(CurationMixin):
             raise ValidationError(f"items must be a list (or other iterable) of records (got {type(items).__name__})",
                                   [("items", type(items).__name__)])
         actor = _check_actor(actor)
-        # Validation and row building happen before the write lock is taken: the transaction
-        # only checks ids and relation targets against the store and inserts.
-        return self.import_prepared(prepare(list(items), self.now(), actor, progress))
+        _check_progress(progress)
+        # Validated and turned into rows part by part; a small import is validated in full
+        # before the write lock is taken (import_writer.ImportWriter, buffered).
+        total = len(items) if hasattr(items, "__len__") else None
+        return import_items(self.store, ((item, None, False) for item in items), self.now(), actor,
+                            total=total, progress=progress)
 
     def import_prepared(self, parts: PreparedImport | Iterable[PreparedImport], expected: int | None = None,
                         progress: Callable[[int], None] | None = None) -> int:
@@ -150,31 +155,22 @@ class Membrane(CurationMixin):
         after each part. Returns how many records were written."""
         if isinstance(parts, PreparedImport):
             parts, expected = [parts], len(parts.rows)
-        written = 0
-        # The collector stays off while parts arrive too: unpickling them allocates as much.
-        with gc_paused(), self.store.bulk_write(expected or 0) as conn:
-            ids = WrittenIds(self.store, conn)
-            for part in parts:
-                written += check_and_write(part, self.store, conn, ids)
-                if progress is not None:
-                    progress(written)
-        self.store.after_bulk(written)
-        return written
+        return write_parts(self.store, parts, expected=expected, progress=progress)
 
     def import_file(self, path: str | Path, actor: str = "import",
                     progress: Callable[[int, int], None] | None = None, workers: int = 1) -> int:
         """Import a ``.json`` or ``.jsonl`` file, all or nothing, as ``import_records``.
         ``workers`` > 1 validates a ``.jsonl`` file's records in that many processes while this
         one writes (``jsonl_import``); ``progress(done, total)`` then counts records written."""
-        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-            raise ValidationError(f"workers must be a whole number >= 1 (got {workers!r})", [("workers", repr(workers))])
-        if workers == 1 or not (isinstance(path, (str, Path)) and str(path).lower().endswith(".jsonl")):
-            return self.import_records(read_file(path), actor=actor, progress=progress)
+        workers = check_whole(workers, "workers", 1, MAX_WORKERS)
+        _check_progress(progress)
+        path = read_file_checks(path)
+        actor = _check_actor(actor)
+        if workers == 1 or path.suffix.lower() != ".jsonl":
+            source = FileItems(path)  # read one record at a time: memory bounded by a part, not the file
+            return import_items(self.store, source, self.now(), actor, estimate=source.estimate, progress=progress)
         from . import jsonl_import
 
-        path = Path(path)
-        read_file_checks(path)
-        actor = _check_actor(actor)
         chunks = jsonl_import.chunks(path)
         total = sum(chunk.records for chunk in chunks)
         parts = jsonl_import.prepared_parts(path, self.now(), actor, workers, chunks)

@@ -120,7 +120,7 @@ with tab_in:
                     except AlreadyExistsError as exc:
                         result = (upload.file_id, "exists", 0, str(exc))
                     except ValidationError as exc:
-                        result = (upload.file_id, "invalid", 0, problem_rows(list(exc.problems), items))
+                        result = (upload.file_id, "invalid", 0, (problem_rows(list(exc.problems), items), exc.total))
                     except MembraneError as exc:
                         result = (upload.file_id, "failed", 0, str(exc))
                     bar.empty()
@@ -137,10 +137,14 @@ with tab_in:
                     st.error(f"Import refused, nothing was written: {md(detail, 800)}. Records are never replaced; "
                              "remove those ids from the file (or import into another store).", icon=":material/block:")
                 elif outcome == "invalid":
-                    bad = detail
+                    bad, total = detail
                     records_bad = bad["index"].dropna().nunique()
-                    st.error(f"Import refused, nothing was written: {len(bad):,} problem(s) in "
-                             f"{records_bad:,} record(s).", icon=":material/block:")
+                    if total > len(bad):  # the engine lists the first 1,000 problems and counts the rest
+                        st.error(f"Import refused, nothing was written: {total:,} problems; the first "
+                                 f"{len(bad):,} are listed.", icon=":material/block:")
+                    else:
+                        st.error(f"Import refused, nothing was written: {len(bad):,} problem(s) in "
+                                 f"{records_bad:,} record(s).", icon=":material/block:")
                     st.dataframe(bad, hide_index=True, key="ie_problems",
                                  column_config={"message": st.column_config.TextColumn(width="large")})
                 else:

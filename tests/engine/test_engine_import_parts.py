@@ -68,10 +68,14 @@ def test_a_bad_later_part_writes_nothing(tmp_path):
 
 
 def test_parts_refuse_ids_of_earlier_parts_and_of_the_store(tmp_path):
+    """An id twice in one import is a duplicate, whichever parts it is in (as in one part);
+    an id already in the store is AlreadyExistsError."""
     docs = _docs()
     m = _open(tmp_path, "m.db")
-    with pytest.raises(AlreadyExistsError):
+    with pytest.raises(ValidationError) as caught:
         m.import_prepared([prepare(docs[:10], T0, "op"), prepare(docs[5:15], T0, "op", first_index=10)])
+    assert caught.value.problems[0] == ("record 10: id", "duplicate id 'r5' (also record 5)")
+    assert caught.value.total == 5
     assert m.count() == 0
     m.import_records(docs[:10], actor="op")
     with pytest.raises(AlreadyExistsError):
@@ -81,7 +85,7 @@ def test_parts_refuse_ids_of_earlier_parts_and_of_the_store(tmp_path):
 
 def test_an_archived_id_counts_as_taken_in_a_store_with_no_live_record(tmp_path):
     """An import into a store with no record at all keeps the ids of earlier parts itself
-    (imports.WrittenIds); a store whose only record is archived is not such a store."""
+    (import_writer.ImportWriter); a store whose only record is archived is not such a store."""
     docs = _docs()
     m = _open(tmp_path, "m.db")
     with m.store.write() as conn:
@@ -107,14 +111,21 @@ def test_an_empty_store_takes_parts_whose_relations_point_back(tmp_path):
     assert [r.target_id for r in m.get("r22").relations] == ["r0", "r19"]
 
 
-def test_relation_to_a_later_part_is_refused(tmp_path):
+def test_relation_to_a_later_part_is_taken_and_a_dangling_one_refused(tmp_path):
+    """SPEC 1: a target in the same import is fine wherever it comes in the import; one that
+    is in neither the import nor the store is refused naming the record."""
     docs = _docs()
     docs[2]["relations"] = [{"predicate": "about", "target_id": "r20"}]
     m = _open(tmp_path, "m.db")
+    assert m.import_prepared([prepare(docs[:10], T0, "op"), prepare(docs[10:], T0, "op", first_index=10)]) == 30
+    assert [r.target_id for r in m.get("r2").relations] == ["r20"]
+    docs = [dict(d, id=f"n{i}") for i, d in enumerate(_docs())]
+    docs[2]["relations"] = [{"predicate": "about", "target_id": "ghost"}]
     with pytest.raises(ValidationError) as caught:
         m.import_prepared([prepare(docs[:10], T0, "op"), prepare(docs[10:], T0, "op", first_index=10)])
-    assert caught.value.problems[0][0] == "record 2: relations.0.target_id"
-    assert m.count() == 0
+    assert caught.value.problems == [("record 2: relations.0.target_id",
+                                      "target 'ghost' is neither in the store nor in this import")]
+    assert m.count() == 30
 
 
 # --------------------------------------------------------------------------- JSON Lines on worker processes
@@ -226,11 +237,11 @@ def test_a_failed_bulk_import_into_an_empty_store_leaves_it_empty_and_in_wal(tmp
     monkeypatch.setattr(store_module, "BULK_ROWS", 10)
     m = _open(tmp_path, "m.db")
     docs = _docs()
-    docs[25]["id"] = "r3"  # refused when the third part is written, after two parts went into the file
+    docs[25]["id"] = "r3"  # refused when the third part comes, after two parts went into the file
     seen: list[str] = []
-    with pytest.raises(AlreadyExistsError, match="r3"):
+    with pytest.raises(ValidationError, match="duplicate id 'r3'"):
         m.import_prepared(_parts_watching_the_journal(docs, tmp_path / "m.db", seen), expected=30)
-    assert seen == ["rollback"] * 2
+    assert seen[:2] == ["rollback"] * 2
     assert _journal_of(tmp_path / "m.db") == "wal" and not (tmp_path / "m.db-journal").exists()
     assert m.count() == 0
     with m.store.read() as conn:
@@ -419,7 +430,7 @@ def test_a_failed_bulk_import_into_an_empty_postgres_store_keeps_its_indexes(pos
     docs[25]["id"] = "r3"  # refused at the third part, after two were written without the indexes
     seen: list[set[str]] = []
     _watch_indexes(monkeypatch, seen)
-    with pytest.raises(AlreadyExistsError, match="r3"):
+    with pytest.raises(ValidationError, match="duplicate id .r3."):
         m.import_prepared(iter([prepare(docs[lo:lo + 10], T0, "op", first_index=lo) for lo in (0, 10, 20)]),
                           expected=30)
     assert seen == [before - _SECONDARY] * 2
@@ -439,7 +450,7 @@ def test_a_bulk_import_into_an_empty_sqlite_store_builds_its_indexes_after(tmp_p
     _watch_indexes(monkeypatch, seen)
     docs = _docs()
     docs[25]["id"] = "r3"
-    with pytest.raises(AlreadyExistsError, match="r3"):
+    with pytest.raises(ValidationError, match="duplicate id .r3."):
         m.import_prepared(iter([prepare(docs[lo:lo + 10], T0, "op", first_index=lo) for lo in (0, 10, 20)]),
                           expected=30)
     assert seen == [before - secondary] * 2 and _indexes(m) == before and m.count() == 0
