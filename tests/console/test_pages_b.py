@@ -365,6 +365,18 @@ def test_import_of_a_bad_file_shows_per_record_errors_and_writes_nothing(store):
     assert len(m.ids()) == count and m.audit_query(limit=0)[0] == audit_total
 
 
+def test_import_of_a_file_of_junk_lists_the_first_1000_problems_and_says_how_many(store):
+    m = fresh(store)
+    count = len(m.ids())
+    at = page("import_export")
+    ok(at.file_uploader(key="ie_upload").set_value(("junk.json", b"[" + b",".join([b"{}"] * 300) + b"]",
+                                                    "application/json")).run())
+    ok(at.button(key="ie_import").click().run())
+    assert "nothing was written: 1,200 problems; the first 1,000 are listed" in texts(at.error)
+    assert len(table(at, "index", "message")) == 1000
+    assert len(fresh(store).ids()) == count
+
+
 def test_import_of_existing_ids_is_refused_clearly_and_a_good_file_imports(store):
     sample = json.loads(SAMPLE.read_text())
     at = page("import_export")
