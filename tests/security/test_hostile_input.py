@@ -274,10 +274,14 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_a_new_store_and_its_directories_are_private(tmp_path: Path, umask_022):
+def test_a_new_store_and_its_directories_are_private(tmp_path: Path, umask_022, monkeypatch):
+    """The default store (the only one whose directory the engine makes: a store named by URL
+    must be in a directory that exists) and every directory made for it."""
     home = tmp_path / "home" / ".membrane"
-    url = f"sqlite:///{home / 'membrane.db'}"
-    m = Membrane.open(url, load_sample=False, clock=lambda: T0)
+    monkeypatch.setenv("MEMBRANE_HOME", str(home))
+    monkeypatch.delenv("MEMBRANE_DB_URL", raising=False)
+    m = Membrane.open(load_sample=False, clock=lambda: T0)
+    url = m.store.url
     try:
         m.import_records([simple("p-1")])  # writes: the -wal and -shm files exist now
         files = sorted(p.name for p in home.iterdir())
