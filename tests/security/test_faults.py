@@ -247,10 +247,15 @@ def test_sqlite_store_whose_directory_is_deleted(tmp_path: Path):
     forget(url)
 
 
-def test_store_path_that_cannot_exist(tmp_path: Path):
+def test_store_path_that_cannot_exist(tmp_path: Path, monkeypatch):
     (tmp_path / "a-file").write_text("not a directory")
-    with pytest.raises(StoreUnavailableError) as info:
+    with pytest.raises(StoreUnavailableError) as info:  # a store named by URL: its directory must exist
         Membrane.open(f"sqlite:///{tmp_path / 'a-file' / 'm.db'}")
+    assert "does not exist" in _clear(info.value)
+    monkeypatch.setenv("MEMBRANE_HOME", str(tmp_path / "a-file" / "home"))  # the default store makes its own
+    monkeypatch.delenv("MEMBRANE_DB_URL", raising=False)
+    with pytest.raises(StoreUnavailableError) as info:
+        Membrane.open(load_sample=False)
     assert "cannot be created" in _clear(info.value)
 
 
