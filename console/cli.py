@@ -46,7 +46,10 @@ def prewarm(url: str) -> None:
 
 
 # Subcommands, imported only when asked for: serving the console needs none of them.
-COMMANDS: dict[str, str] = {"operators": "console.commands.operators"}
+COMMANDS: dict[str, str] = {
+    "operators": "console.commands.operators",
+    "check": "console.commands.check",  # policy files, SPEC 11
+}
 
 
 def main(argv: list[str] | None = None) -> int:
