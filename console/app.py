@@ -31,6 +31,7 @@ pages = [
     st.Page(PAGES / "records.py", title="Record explorer", icon=":material/search:", url_path="records"),
     st.Page(PAGES / "decay.py", title="Salience decay", icon=":material/trending_down:", url_path="decay"),
     st.Page(PAGES / "selector.py", title="Selector inspector", icon=":material/target:", url_path="selector"),
+    st.Page(PAGES / "policies.py", title="Policies", icon=":material/policy:", url_path="policies"),
     st.Page(PAGES / "audit.py", title="Audit log", icon=":material/history:", url_path="audit"),
     st.Page(PAGES / "curate.py", title="Curate", icon=":material/edit_note:", url_path="curate"),
     st.Page(PAGES / "import_export.py", title="Import / export", icon=":material/swap_vert:", url_path="import-export"),
@@ -50,7 +51,7 @@ def _home() -> None:
 
 home = st.Page(_home, title="Home", url_path="home", default=True, visibility="hidden")
 navigation = st.navigation(
-    {"": [home], "See": pages[:4], "Understand": pages[4:7], "Change": pages[7:]},
+    {"": [home], "See": pages[:4], "Understand": pages[4:8], "Change": pages[8:]},
 )
 
 with st.sidebar:

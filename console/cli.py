@@ -120,6 +120,8 @@ def serve(argv: list[str]) -> int:
     parser.add_argument("--trusted-proxy-header", default=None, metavar="HEADER",
                         help="sign operators in by this header of a reverse proxy (e.g. X-Forwarded-Email); only "
                              "when the console is reachable through that proxy alone")
+    parser.add_argument("--policies", metavar="FILE", help="policy file for the Policies page and the access previews "
+                        "(default: $MEMBRANE_POLICIES, else the bundled sample policy on the sample store)")
     parser.add_argument("--no-prewarm", action="store_true",
                         help="do not open the store and load its cache while the server starts (the first page will)")
     args = parser.parse_args(argv)
@@ -170,6 +172,8 @@ def serve(argv: list[str]) -> int:
         sys.argv += ["--server.allowedHosts", host]
     if args.db:
         sys.argv += ["--", "--db", args.db]
+    if args.policies:
+        sys.argv += ["--"] * (not args.db) + ["--policies", args.policies]
     os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
     if link:
         print(f"\n  First run: sign in as admin (works once, within the hour):\n\n    {link}\n", flush=True)

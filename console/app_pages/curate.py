@@ -12,11 +12,13 @@ import pandas as pd
 import streamlit as st
 
 from console import auth, state
+from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.plan_view import outcome_line, render_plan, status_of
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
 from membrane_engine import Sensitivity
 from membrane_engine.errors import MembraneError, NotFoundError, ValidationError
+from membrane_engine.exposure import plan_exposures
 from membrane_engine.operators import ACTION_ROLES, Role, permits
 
 # op -> (label, what it does, destructive, targets): targets "each" = every selected record on its
@@ -237,25 +239,37 @@ if failed:
     st.warning("Fix or deselect the records the engine refuses; nothing is applied while any preview fails.")
     st.stop()
 
+# Who gains access (SPEC 11): a change that widens any profile's access needs its own confirmation.
+profiles, origin = preview_profiles(m)
+exposures = plan_exposures([plan for _, plan in ok], profiles)
+if exposures.counts and any(exposures.counts.values()):
+    show_exposures(exposures, origin, key="curate_exposure")
+access_ok = widening_confirmed(exposures, "curate_widen")
+
 confirmed = True
 if destructive:
     count = len(ids)
     confirmed = st.checkbox(f"I confirm: {label.lower()} {count} record{'s' if count != 1 else ''} as shown above.",
                             key="curate_confirm")
-if st.button(f"Apply: {label.lower()}", type="primary", key="curate_apply", disabled=not confirmed):
+if st.button(f"Apply: {label.lower()}", type="primary", key="curate_apply", disabled=not (confirmed and access_ok)):
     # The role is checked here, at the moment of writing, against the session's operator (not
     # against what the page showed): a viewer's session replaying a curator's events writes nothing.
     writer = auth.authorize(op)
     results = []
-    for name, args, kw in calls(writer.actor):
+    # The widening confirmation is checked here too, in the run that applies.
+    for name, args, kw in calls(writer.actor) if access_ok else []:
         try:
             plan = getattr(m, op)(*args, **kw)
             results.append((True, f"{label} done: {outcome_line(plan)}", []))
         except Exception as exc:  # report the engine's message, never a traceback
             message, problems = describe(exc)
             results.append((False, f"{label} refused for {name}: {message}", problems))
+    if not access_ok:
+        results.append((False, f"{label} not applied: it widens access and the widening is not confirmed.", []))
     st.session_state[RESULTS_KEY] = results
     st.session_state[RESET_KEY] = True
     st.rerun()
 if destructive and not confirmed:
     st.caption("This operation is destructive: tick the confirmation to enable Apply.")
+if not access_ok:
+    st.caption("This change widens access: confirm it above to enable Apply.")

@@ -14,10 +14,12 @@ import streamlit as st
 from console import auth, state
 from console.cli import MAX_UPLOAD_MB
 from console.components.safe import clean, md
+from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.trust_form import trust_context_form
 from membrane_engine import Sensitivity
 from membrane_engine.columns import TYPE_NAMES
 from membrane_engine.errors import AlreadyExistsError, MembraneError, ValidationError
+from membrane_engine.exposure import import_exposures
 from membrane_engine.imports import parse_text
 from membrane_engine.lookups import briefs, filter_ids
 from membrane_engine.operators import permits
@@ -103,9 +105,21 @@ with tab_in:
             st.text(f"{clean(name, 120)}: {in_file:,} record(s) in the file; the store holds {m.count():,}.")
             result = st.session_state.get(IMPORT_RESULT_KEY)
             if result is None or result[0] != upload.file_id:
+                profiles, origin = preview_profiles(m)
+                asked = (upload.file_id, tuple(sorted(profiles.items())))
+                cached = st.session_state.get("ie_exposures")
+                if cached is None or cached[0] != asked:  # a large file is gated once, not on every rerun
+                    cached = (asked, import_exposures(items or [], profiles))
+                    st.session_state["ie_exposures"] = cached
+                exposures = cached[1]
+                if exposures.widens:
+                    show_exposures(exposures, origin, key="ie_exposure")
+                access_ok = widening_confirmed(exposures, "ie_widen")
                 go = st.button(f"Import {in_file:,} record(s)", type="primary", key="ie_import",
-                               disabled=not items)
-                if go and items:
+                               disabled=not items or not access_ok)
+                if go and not access_ok:  # checked in the run that imports, not only by the button
+                    st.error("Not imported: the import widens access and the widening is not confirmed.")
+                elif go and items:
                     bar = st.progress(0.0, text="Validating every record…")
 
                     def progress(done: int, total: int) -> None:

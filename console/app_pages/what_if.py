@@ -14,7 +14,8 @@ from console import state
 from console.components.charts import VERDICT_COLORS, style
 from console.components.record_card import record_card, show_explanation
 from console.components.safe import clean
-from console.components.trust_form import LAYERS, SENSITIVITIES, trust_context_form
+from console.components.trust_form import (LAYERS, SENSITIVITIES, context_from_query, context_query,
+                                           trust_context_form)
 from membrane_engine.errors import NotFoundError
 from membrane_engine.whatif import compare, record_view
 
@@ -54,16 +55,25 @@ def copy_a_to_b(change: bool) -> None:
 
 
 scopes = m.scopes()
+# Both contexts live in the URL (a_* and b_* parameters), so a comparison can be shared.
+url_a, url_problems = context_from_query("a_", st.query_params.to_dict())
+url_b, problems_b = context_from_query("b_", st.query_params.to_dict())
+for problem in url_problems + problems_b:
+    st.warning(f"Ignored a URL parameter: {clean(problem, 300)}")
 col_a, col_b = st.columns(2, gap="large")
 with col_a:
     st.subheader("Context A")
-    trust_a = trust_context_form("wa", scopes)
+    trust_a = trust_context_form("wa", scopes, url_a)
 with col_b:
     st.subheader("Context B")
-    trust_b = trust_context_form("wb", scopes, proposed_change(current("wa")))
+    trust_b = trust_context_form("wb", scopes, url_b or proposed_change(current("wa")))
     b1, b2 = st.columns(2)
     b1.button("Copy A to B", on_click=copy_a_to_b, args=(False,), width="stretch", key="wi_copy")
     b2.button("A with max sensitivity +1", on_click=copy_a_to_b, args=(True,), width="stretch", key="wi_propose")
+
+shared = {**context_query("a_", trust_a), **context_query("b_", trust_b)}
+if st.query_params.to_dict() != shared:
+    st.query_params.from_dict(shared)
 
 types = st.multiselect("Only these memory types", LAYERS, key="wi_types", help="Empty compares every layer")
 

@@ -104,6 +104,22 @@ def params_from_query(query: dict[str, str]) -> tuple[dict, list[str]]:
     return out, problems
 
 
+_CONTEXT_FIELDS = ("max_sensitivity", "scopes", "actor_id", "authenticated")
+
+
+def context_query(prefix: str, trust: TrustContext) -> dict[str, str]:
+    """One trust context as URL parameters named with ``prefix`` (several contexts on one page)."""
+    q = RequestParams(trust=trust).to_query()
+    return {prefix + k: q[k] for k in _CONTEXT_FIELDS}
+
+
+def context_from_query(prefix: str, query: dict[str, str]) -> tuple[dict, list[str]]:
+    """Form defaults for the context under ``prefix`` in the URL, and problems with its values."""
+    mine = {k[len(prefix):]: v for k, v in query.items() if k.startswith(prefix) and k[len(prefix):] in _CONTEXT_FIELDS}
+    values, problems = params_from_query(mine)
+    return values, [f"{prefix}{p}" for p in problems]
+
+
 def _seed(key: str, values: dict) -> None:
     """Put values into the form's widget state (used for URL defaults and presets)."""
     mapping = {"max_sensitivity": "max_sensitivity", "scopes": "scopes", "actor_id": "actor_id",
@@ -113,8 +129,22 @@ def _seed(key: str, values: dict) -> None:
             st.session_state[f"{key}_{suffix}"] = list(values[field]) if field == "scopes" else values[field]
 
 
+PROFILE_PREFIX = "Profile: "
+
+
+def profile_presets() -> dict[str, dict]:
+    """The active policy file's profiles (SPEC 11) as presets, "Profile: NAME" -> form values."""
+    from console import state
+    from console.components import policy_source
+
+    return {PROFILE_PREFIX + name: {"max_sensitivity": t.max_sensitivity.value, "authenticated": t.authenticated,
+                                    "actor_id": t.actor_id, "scopes": list(t.scopes)}
+            for name, t in policy_source.profiles(state.membrane()).items()}
+
+
 def _apply_preset(key: str) -> None:
-    preset = PRESETS.get(st.session_state.get(f"{key}_preset", "Custom"), {})
+    name = st.session_state.get(f"{key}_preset", "Custom")
+    preset = PRESETS.get(name) or profile_presets().get(name, {})
     if preset:
         _seed(key, preset)
 
@@ -127,8 +157,11 @@ def trust_context_form(key: str, scopes_available: list[str], defaults: dict | N
         _seed(key, {"max_sensitivity": "medium", "scopes": [], "actor_id": "agent-1", "authenticated": True})
         _seed(key, defaults or {})
     if with_presets:
-        st.selectbox("Preset", list(PRESETS), key=f"{key}_preset", on_change=_apply_preset, args=(key,),
-                     help="Fill the form with a typical trust context")
+        options = list(PRESETS) + list(profile_presets())
+        if st.session_state.get(f"{key}_preset", "Custom") not in options:  # a profile of a file no longer active
+            st.session_state[f"{key}_preset"] = "Custom"
+        st.selectbox("Preset", options, key=f"{key}_preset", on_change=_apply_preset,
+                     args=(key,), help="Fill the form with a typical trust context, or a profile of the policy file")
     chosen = st.session_state.get(f"{key}_scopes", [])
     options = sorted(set(scopes_available) | set(chosen))
     max_sensitivity = st.select_slider(

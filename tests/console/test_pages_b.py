@@ -334,6 +334,8 @@ def test_curate_fork_uses_the_prefilled_json_with_a_fresh_id(store):
     ok(at.text_area(key="curate_rationale").set_value("a variant").run())
     doc = json.loads(at.text_area(key="curate_json").value)
     assert doc["id"] != rid and "audit_log" not in doc
+    assert at.button(key="curate_apply").disabled  # the new record widens access: confirm first
+    ok(at.checkbox(key="curate_widen").check().run())
     ok(at.button(key="curate_apply").click().run())
     m = fresh(store)
     forked = m.get(doc["id"])
@@ -355,6 +357,7 @@ def test_import_of_a_bad_file_shows_per_record_errors_and_writes_nothing(store):
 
     at = page("import_export")
     ok(at.file_uploader(key="ie_upload").set_value(("mixed.jsonl", body, "application/x-ndjson")).run())
+    ok(at.checkbox(key="ie_widen").check().run())  # new records widen access (SPEC 11)
     ok(at.button(key="ie_import").click().run())
     assert "nothing was written" in texts(at.error)
     problems = table(at, "index", "message")
@@ -381,11 +384,13 @@ def test_import_of_existing_ids_is_refused_clearly_and_a_good_file_imports(store
     sample = json.loads(SAMPLE.read_text())
     at = page("import_export")
     ok(at.file_uploader(key="ie_upload").set_value(("dup.json", json.dumps(sample[:2]).encode(), "application/json")).run())
+    ok(at.checkbox(key="ie_widen").check().run())  # new records widen access (SPEC 11)
     ok(at.button(key="ie_import").click().run())
     assert "already exists" in texts(at.error)
 
     good = dict(sample[0], id="brand-new-record", audit_log=[], relations=[])
     ok(at.file_uploader(key="ie_upload").set_value(("one.json", json.dumps([good]).encode(), "application/json")).run())
+    ok(at.checkbox(key="ie_widen").check().run())
     ok(at.button(key="ie_import").click().run())
     assert "Imported 1 record" in texts(at.success)
     assert fresh(store).get("brand-new-record").id == "brand-new-record"
@@ -515,6 +520,7 @@ def test_curate_delete_then_restore_from_the_archive(store):
     ok(at.multiselect(key="curate_archived").set_value([rid]).run())
     ok(at.text_area(key="curate_rationale").set_value("needed after all").run())
     assert list(table(at, "details", "actor")["action"]) == ["revise"]
+    ok(at.checkbox(key="curate_widen").check().run())  # restoring widens access again
     ok(at.button(key="curate_apply").click().run())
     assert "Restore from archive done" in unescaped(texts(at.success))
     m = fresh(store)

@@ -1,0 +1,150 @@
+"""Policies: the policy file's agent profiles and assertions (SPEC 11), checked live against
+the store, with the failing records and the engine's reasons, and what the file covers.
+
+Evaluation is the engine's (membrane_engine.policies.check, the same as `membrane-console
+check`); nothing is written. Failing records are listed only as far as the signed-in
+operator's clearance reaches: above it, counts.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from console import auth, state
+from console.components import policy_source
+from console.components.safe import clean, md
+from membrane_engine.policies import Evaluator, Offender, check, coverage
+from membrane_engine.policy_snapshots import lines
+from membrane_engine.trust import Verdict, decide
+
+m = state.membrane()
+st.title("Policies")
+st.caption("Agent profiles and assertions about what each may see, written down in a TOML file and checked "
+           "like tests (`membrane-console check FILE` in CI). Nothing here writes to the store.")
+
+with st.expander("Use another policy file", expanded=False):
+    upload = st.file_uploader("Policy file (TOML)", type=["toml"], key="policy_file",
+                              help="Used for this session: this page, the previews of Curate and Import, and the "
+                                   "profile presets of the trust forms")
+    if upload is not None:
+        st.session_state[policy_source.UPLOAD_KEY] = (upload.name, upload.getvalue().decode("utf-8", "replace"))
+    elif st.session_state.get(policy_source.UPLOAD_KEY):
+        st.session_state.pop(policy_source.UPLOAD_KEY)
+
+source = policy_source.active(m)
+st.text(f"Policy file: {clean(source.label, 300)}")
+if source.error is not None:
+    st.error(f"The policy file is invalid: {len(source.error.located)} problem(s). `membrane-console check` "
+             "exits 2 on it.", icon=":material/error:")
+    st.dataframe(pd.DataFrame([{"line": line, "key": clean(key, 200), "problem": clean(msg, 500)}
+                               for line, key, msg in source.error.located]), hide_index=True, key="pol_errors")
+    st.stop()
+if source.policy is None:
+    st.info("No policy file is active. Start the console with `--policies FILE` (or set MEMBRANE_POLICIES), or "
+            "upload one above. The README shows the format.", icon=":material/info:")
+    st.stop()
+
+policy = source.policy
+operator = auth.current()
+clearance = operator.clearance if operator else None
+report = check(m, policy)
+ev = Evaluator(m)
+
+# ----------------------------------------------------------------------------- summary
+
+failed = report.failures
+cols = st.columns(4)
+cols[0].metric("Assertions", len(report.outcomes))
+cols[1].metric("Holding", len(report.outcomes) - len(failed))
+cols[2].metric("Failing", len(failed))
+cols[3].metric("Records covered", f"{report.covered:,} of {report.total:,}")
+if failed:
+    st.error(f"{len(failed)} assertion(s) fail: `membrane-console check` would exit 1.", icon=":material/cancel:")
+else:
+    st.success("Every assertion holds: `membrane-console check` would exit 0.", icon=":material/check_circle:")
+
+# ----------------------------------------------------------------------------- profiles
+
+st.subheader("Profiles")
+rows = []
+for name, p in sorted(policy.profiles.items()):
+    codes = ev.verdicts(policy.trust(name))[ev.alive]
+    counts = {v: int((codes == c).sum()) for v, c in (("full", 2), ("redacted", 1), ("hidden", 0))}
+    wider = clearance is not None and (p.max_sensitivity.level > clearance.max_level or
+                                       (clearance.scopes and (not p.scopes or set(p.scopes) - set(clearance.scopes))))
+    rows.append({"profile": clean(name, 80), "max sensitivity": p.max_sensitivity.value,
+                 "scopes": clean(", ".join(p.scopes) or "(every scope)", 300), **counts,
+                 "beyond your clearance": "yes: counts only" if wider else "",
+                 "description": clean(p.description, 300)})
+st.dataframe(pd.DataFrame(rows), hide_index=True, key="pol_profiles")
+st.caption("Pick a profile as the context on the Trust simulator, What-if and Selector pages (Preset: Profile: NAME).")
+
+# ----------------------------------------------------------------------------- assertions
+
+st.subheader("Assertions")
+table = []
+for o in report.outcomes:
+    a = o.assertion
+    rule = f"expect {a.expect.value}" if a.expect else " ".join(
+        [f"{a.verdict.value}"] + [f"min {a.min}"] * (a.min is not None) + [f"max {a.max}"] * (a.max is not None))
+    line = policy.lines[o.index] if o.index < len(policy.lines) else None
+    table.append({"status": "✅ holds" if o.passed else "❌ FAILS", "line": line, "assertion": clean(o.title, 300),
+                  "profile": clean(a.profile, 80), "records": clean(a.records.describe(), 300), "rule": rule,
+                  "matched": o.matched, **o.counts, "result": clean(o.message, 500)})
+st.dataframe(pd.DataFrame(table), hide_index=True, key="pol_asserts",
+             column_config={"result": st.column_config.TextColumn(width="large")})
+
+
+def _shown_to_operator(r: Offender) -> bool:
+    return clearance is not None and decide(r.sensitivity, r.scope, clearance).verdict != Verdict.HIDDEN
+
+
+for o in failed:
+    st.error(f"Fails: {md(o.title, 300)}: {md(o.message, 500)}", icon=":material/cancel:")
+    visible = [r for r in o.shown if _shown_to_operator(r)]
+    if visible:
+        st.dataframe(pd.DataFrame([{
+            "id": clean(r.id, 120), "type": r.type, "sensitivity": r.sensitivity,
+            "scope": clean(r.scope or "(unscoped)", 120),
+            "tags": clean(", ".join(r.tags), 300) if r.tags is not None else "",  # None: the profile sees nothing
+            "verdict": r.verdict, "reasons (explain)": clean("; ".join(r.reasons), 600)} for r in visible]),
+            hide_index=True, key=f"pol_fail_{o.index}",
+            column_config={"reasons (explain)": st.column_config.TextColumn(width="large")})
+    withheld = o.offending - len(visible)
+    if withheld:
+        reason = "above your clearance or beyond the first listed" if operator else "sign in to see which"
+        st.caption(f"{withheld:,} more offending record(s) not listed ({reason}).")
+    if o.offending == 0:
+        st.caption("No record is at fault: too few matching records have the verdict.")
+
+# ----------------------------------------------------------------------------- coverage
+
+st.subheader("Coverage")
+cov = coverage(m, policy)
+c1, c2 = st.columns([2, 3])
+with c1:
+    st.metric("Records no assertion selects", f"{cov['records'] - cov['covered']:,}")
+    unused = cov["profiles_unused"]
+    if unused:
+        st.warning("Profiles no assertion uses: " + md(", ".join(unused), 500))
+    else:
+        st.caption("Every profile has at least one assertion.")
+    st.dataframe(pd.DataFrame([{"profile": clean(k, 80), "records its assertions select": v}
+                               for k, v in cov["per_profile"].items()]), hide_index=True, key="pol_cov_profiles")
+with c2:
+    cov_rows = [{"by": dim, "value": clean(value, 120), "records": total, "not covered": missed}
+                for dim, values in cov["by"].items() for value, (total, missed) in values.items()]
+    st.dataframe(pd.DataFrame(cov_rows), hide_index=True, key="pol_cov")
+
+# ----------------------------------------------------------------------------- snapshot
+
+st.subheader("Snapshot")
+st.caption("What each profile sees (id and verdict per record, sorted): commit it, and `membrane-console check "
+           "FILE --against SNAPSHOT` fails when a profile gains access. It lists record ids only.")
+if operator is None or clearance is None or clearance.max_level < 4 or clearance.scopes:
+    st.caption("Downloading a snapshot needs a clearance of hyper in every scope: it names every record each "
+               "profile sees.")
+elif st.button("Prepare the snapshot", key="pol_snap"):
+    st.download_button("Download snapshot (JSON lines)", "".join(lines(m, policy)), file_name="policy-snapshot.jsonl",
+                       mime="application/x-ndjson", key="pol_snap_dl")
