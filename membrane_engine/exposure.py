@@ -74,11 +74,9 @@ def _columns(items: list[Any]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return levels, codes, list(names)
 
 
-def _gate(items: list[Any], trust: TrustContext) -> np.ndarray:
-    if not items:
-        return np.zeros(0, dtype=np.int8)
-    levels, codes, names = _columns(items)
-    return verdicts(levels, codes, names, trust)
+def _gate(columns: tuple[np.ndarray, np.ndarray, list[str]], trust: TrustContext) -> np.ndarray:
+    levels, codes, names = columns
+    return verdicts(levels, codes, names, trust) if len(levels) else np.zeros(0, dtype=np.int8)
 
 
 def _exposures(before: list[Any | None], after: list[Any | None], profiles: Mapping[str, TrustContext],
@@ -88,8 +86,8 @@ def _exposures(before: list[Any | None], after: list[Any | None], profiles: Mapp
     out = Exposures()
     has_b = np.array([b is not None for b in before], dtype=bool)
     has_a = np.array([a is not None for a in after], dtype=bool)
-    present_b = [b for b in before if b is not None]
-    present_a = [a for a in after if a is not None]
+    present_b = _columns([b for b in before if b is not None])  # read once, gated once per profile
+    present_a = _columns([a for a in after if a is not None])
     for name, trust in profiles.items():
         vb = np.zeros(len(before), dtype=np.int64)
         va = np.zeros(len(after), dtype=np.int64)
