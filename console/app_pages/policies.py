@@ -89,10 +89,11 @@ for o in report.outcomes:
     rule = f"expect {a.expect.value}" if a.expect else " ".join(
         [f"{a.verdict.value}"] + [f"min {a.min}"] * (a.min is not None) + [f"max {a.max}"] * (a.max is not None))
     line = policy.lines[o.index] if o.index < len(policy.lines) else None
-    table.append({"status": "✅ holds" if o.passed else "❌ FAILS", "line": line, "assertion": clean(o.title, 300),
+    table.append({"status": "holds" if o.passed else "FAILS", "line": line, "assertion": clean(o.title, 300),
                   "profile": clean(a.profile, 80), "records": clean(a.records.describe(), 300), "rule": rule,
                   "matched": o.matched, **o.counts, "result": clean(o.message, 500)})
-st.dataframe(pd.DataFrame(table), hide_index=True, key="pol_asserts",
+STATUS_STYLE = {"holds": "background-color: #dff3e6; color: #1e6b3d", "FAILS": "background-color: #fbe3e1; color: #a3271d"}
+st.dataframe(pd.DataFrame(table).style.map(STATUS_STYLE.get, subset=["status"]), hide_index=True, key="pol_asserts",
              column_config={"result": st.column_config.TextColumn(width="large")})
 
 

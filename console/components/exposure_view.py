@@ -40,7 +40,7 @@ def _seen_by_operator(sensitivity: str, scope: str) -> bool:
 
 def show_exposures(ex: Exposures, origin: str, key: str) -> None:
     """Per profile, how many records become (or stop being) full or redacted, then the rows."""
-    st.markdown("**Who gains access?** Verdicts before and after, per " + origin + ".")
+    st.markdown("**Who gains access?** Verdicts before and after, per profile (" + origin + ").")
     summary = [{"profile": clean(name, 80), "gains": ex.gained(name), "losses": ex.lost(name),
                 "changes": ", ".join(f"{b} {ARROW} {a}: {n}" for (b, a), n in sorted(per.items()))}
                for name, per in ex.counts.items()]
@@ -54,7 +54,8 @@ def show_exposures(ex: Exposures, origin: str, key: str) -> None:
                                    for e in rows]), hide_index=True, key=f"{key}_rows")
     withheld = len(ex.changes) - len(rows)
     if withheld:
-        st.caption(f"{withheld} row(s) about records above your clearance are not listed (counted above).")
+        why = "above your clearance" if auth.current() else "not listed until you sign in"
+        st.caption(f"{withheld} row(s) about records {why} are not shown (counted above).")
 
 
 def _digest(ex: Exposures) -> str:

@@ -42,6 +42,7 @@ PAGES = {
     "records": "Record explorer",
     "decay": "Salience decay",
     "selector": "Selector inspector",
+    "policies": "Policies",
     "audit": "Audit log",
     "curate": "Curate",
     "import-export": "Import / export",
