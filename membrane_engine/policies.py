@@ -27,6 +27,8 @@ from sqlalchemy import or_, select
 
 from .columns import TYPE_CODES, TYPE_NAMES, Snapshot
 from .errors import ValidationError
+from .retrieval import _explanation
+from .schema import as_utc
 from .schema import MemoryType, Sensitivity
 from .store import like_contains, records, tag_json
 from .trust import VERDICT_CODES, TrustContext, Verdict, verdicts
@@ -339,6 +341,7 @@ class Evaluator:
         self._verdicts: dict[TrustContext, np.ndarray] = {}
         self._masks: dict[tuple, np.ndarray] = {}
         self._tags: dict[str, np.ndarray] = {}
+        self.wanted_tags: set[str] = set()  # every tag the policy selects on (one SQL scan for all)
 
     def verdicts(self, trust: TrustContext) -> np.ndarray:
         """VERDICT_CODES of every row (dead rows included; callers mask with ``alive``)."""
@@ -348,18 +351,29 @@ class Evaluator:
         return self._verdicts[trust]
 
     def _tag_rows(self, tag: str) -> np.ndarray:
-        """Rows carrying ``tag``: tags live in SQL, not in the column cache; one LIKE scan per
-        distinct tag of the file (an exact check of the decoded tags drops LIKE's near misses)."""
+        """Rows carrying ``tag``. Tags live in SQL, not in the column cache: the first tag asked
+        for scans the tags column once for every tag of the policy (``wanted``), so a file costs
+        one scan however many tags it names."""
         if tag not in self._tags:
-            q = select(records.c.id, records.c.tags).where(records.c.tags.like(like_contains(tag_json(tag)), escape="\\"))
+            wanted = sorted(set(self.wanted_tags) | {tag})
+            needles = {t: tag_json(t) for t in wanted}
+            q = select(records.c.id, records.c.tags).where(
+                or_(*[records.c.tags.like(like_contains(n), escape="\\") for n in needles.values()]))
             row_of = self.snap.row_of
-            rows = []
+            found: dict[str, list[int]] = {t: [] for t in wanted}
             with self.m.store.read() as conn:
                 for rid, raw in conn.execute(q):
                     i = row_of.get(rid)
-                    if i is not None and tag in json.loads(raw or "[]"):
-                        rows.append(i)
-            self._tags[tag] = np.array(rows, dtype=np.int64)
+                    if i is None:
+                        continue
+                    # '"tag"' inside a JSON array of strings is a whole element unless an escaped
+                    # quote is involved: only then decode the array to be sure.
+                    exact = json.loads(raw) if "\\" in raw else None
+                    for t, needle in needles.items():
+                        if needle in raw and (exact is None or t in exact):
+                            found[t].append(i)
+            for t in wanted:
+                self._tags[t] = np.array(found[t], dtype=np.int64)
         return self._tags[tag]
 
     def mask(self, sel: Selection) -> np.ndarray:
@@ -415,17 +429,17 @@ def _counts(codes: np.ndarray) -> dict[str, int]:
 
 def _offenders(ev: Evaluator, trust: TrustContext, bad: np.ndarray, codes_all: np.ndarray,
                as_of: datetime | None, limit: int) -> list[Offender]:
-    rows = np.nonzero(bad)[0]
-    if len(rows) > limit:  # the first ``limit`` by id, without sorting every offender's id
-        ids = ev.snap.ids[rows].astype(str)
-        rows = rows[np.argpartition(ids, limit - 1)[:limit]] if limit else rows[:0]
+    """The first ``limit`` offending rows in store order, sorted by id, each explained with the
+    function behind ``Membrane.explain`` on the evaluator's own snapshot (the same rule and
+    sentences, without a cache round trip per record)."""
+    rows = np.nonzero(bad)[0][:limit]
     labelled = sorted(ev.labels(rows))
     by_id = {str(ev.snap.ids[i]): int(codes_all[i]) for i in rows}
-    visible = [rid for rid, *_ in labelled if by_id[rid] > 0]
-    tags = ev.tags_of(visible)
+    tags = ev.tags_of([rid for rid, *_ in labelled if by_id[rid] > 0])
+    when = as_utc(as_of) if as_of is not None else None
     out = []
     for rid, rtype, sens, scope in labelled:
-        why = ev.m.explain(rid, trust, as_of=as_of)
+        why = _explanation(ev.snap, rid, trust, when, 0.0)
         out.append(Offender(rid, rtype, sens, scope, tags.get(rid) if by_id[rid] > 0 else None,
                             VERDICT_NAMES[by_id[rid]], tuple(why.reasons)))
     return out
@@ -466,6 +480,7 @@ def evaluate(ev: Evaluator, policy: Policy, index: int, as_of: datetime | None =
 def check(membrane: Any, policy: Policy, as_of: datetime | None = None, limit: int = SHOWN_PER_FAILURE) -> Report:
     """Every assertion of ``policy`` against the store, read at one column snapshot. Writes nothing."""
     ev = Evaluator(membrane)
+    ev.wanted_tags = {t for a in policy.assertions for t in a.records.tags}
     outcomes = [evaluate(ev, policy, k, as_of, limit) for k in range(len(policy.assertions))]
     covered = np.zeros(len(ev.alive), dtype=bool)
     for a in policy.assertions:
