@@ -18,9 +18,8 @@ import numpy as np
 from .curation import CurationPlan
 from .policy_snapshots import RANK
 from .schema import SENSITIVITY_LEVELS, MemoryRecord
-from .trust import VERDICT_CODES, TrustContext, verdicts
-
-_NAMES = {code: v.value for v, code in VERDICT_CODES.items()}
+from .trust import TrustContext, verdicts
+from .whatif import VERDICT_NAMES as _NAMES
 SHOWN_PER_PROFILE = 200
 
 

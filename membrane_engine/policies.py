@@ -32,9 +32,9 @@ from .schema import as_utc
 from .schema import MemoryType, Sensitivity
 from .store import like_contains, records, tag_json
 from .trust import VERDICT_CODES, TrustContext, Verdict, verdicts
+from .whatif import SENSITIVITY_NAMES, VERDICT_NAMES
+from .whatif import _counts  # verdict -> records, the same tally what-if shows
 
-VERDICT_NAMES = {code: v.value for v, code in VERDICT_CODES.items()}
-SENSITIVITY_NAMES = [s.value for s in Sensitivity]
 SHOWN_PER_FAILURE = 20  # offending records listed (and explained) per failing assertion
 
 
@@ -420,11 +420,6 @@ class Evaluator:
         with self.m.store.read() as conn:
             rows = conn.execute(select(records.c.id, records.c.tags).where(records.c.id.in_(ids))).all()
         return {rid: tuple(json.loads(raw or "[]")) for rid, raw in rows}
-
-
-def _counts(codes: np.ndarray) -> dict[str, int]:
-    tally = np.bincount(codes.astype(np.int64), minlength=3)
-    return {VERDICT_NAMES[c]: int(tally[c]) for c in (2, 1, 0)}
 
 
 def _offenders(ev: Evaluator, trust: TrustContext, bad: np.ndarray, codes_all: np.ndarray,

@@ -23,11 +23,10 @@ import numpy as np
 
 from .errors import ValidationError
 from .policies import Evaluator, Policy
-from .trust import VERDICT_CODES
+from .whatif import VERDICT_NAMES as _NAMES
 
 FORMAT = "membrane-policy-snapshot/1"
 RANK = {"hidden": 0, "redacted": 1, "full": 2}
-_NAMES = {code: v.value for v, code in VERDICT_CODES.items()}
 
 
 @dataclass
