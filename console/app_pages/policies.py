@@ -23,14 +23,22 @@ st.title("Policies")
 st.caption("Agent profiles and assertions about what each may see, written down in a TOML file and checked "
            "like tests (`membrane-console check FILE` in CI). Nothing here writes to the store.")
 
-with st.expander("Use another policy file", expanded=False):
-    upload = st.file_uploader("Policy file (TOML)", type=["toml"], key="policy_file",
-                              help="Used for this session: this page, the previews of Curate and Import, and the "
-                                   "profile presets of the trust forms")
+
+
+def _uploaded() -> None:
+    """Kept apart from the widget, whose value Streamlit drops while another page is shown: only
+    the operator adding or removing a file changes the session's policy."""
+    upload = st.session_state.get("policy_file")
     if upload is not None:
         st.session_state[policy_source.UPLOAD_KEY] = (upload.name, upload.getvalue().decode("utf-8", "replace"))
-    elif st.session_state.get(policy_source.UPLOAD_KEY):
-        st.session_state.pop(policy_source.UPLOAD_KEY)
+    else:
+        st.session_state.pop(policy_source.UPLOAD_KEY, None)
+
+
+with st.expander("Use another policy file", expanded=False):
+    st.file_uploader("Policy file (TOML)", type=["toml"], key="policy_file", on_change=_uploaded,
+                     help="Used for this session: this page, the previews of Curate and Import, and the "
+                          "profile presets of the trust forms")
 
 source = policy_source.active(m)
 st.text(f"Policy file: {clean(source.label, 300)}")

@@ -218,3 +218,14 @@ def test_import_lists_who_would_see_the_new_records(store: str) -> None:
     m = Membrane.open(store, load_sample=False)
     assert "new-public" not in m.ids() and "new-key" not in m.ids()
     m.close()
+
+
+def test_an_uploaded_policy_file_is_used_for_the_session(store: str) -> None:
+    text = '[profiles.nobody]\nmax_sensitivity = "public"\nscopes = ["none"]\n\n[[assert]]\nprofile = "nobody"\nexpect = "full"\n'
+    at = run(signed_in(AppTest.from_file(str(PAGES / "policies.py"), default_timeout=TIMEOUT)))
+    run(at.file_uploader(key="policy_file").set_value(("mine.toml", text.encode(), "application/toml")))
+    assert "uploaded file mine.toml" in page_text(at)
+    asserts = frame(at, "pol_asserts")
+    assert list(asserts["status"]) == ["FAILS"] and list(frame(at, "pol_profiles")["profile"]) == ["nobody"]
+    run(at.file_uploader(key="policy_file").set_value(None))
+    assert "sample_data/policies.toml" in page_text(at)
