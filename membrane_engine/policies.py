@@ -454,8 +454,9 @@ def evaluate(ev: Evaluator, policy: Policy, index: int, as_of: datetime | None =
         bad = mask & ~np.isin(codes, a.expect.codes)
         offending = int(np.count_nonzero(bad))
         passed = offending == 0 and not missing
-        message = (f"{matched} record(s) matched, all {a.expect.value}" if passed else
-                   f"{offending} of {matched} matching record(s) are not {a.expect.value} for {a.profile}")
+        found = " or ".join(v for v, n in _counts(codes[bad]).items() if n)  # what the offenders get instead
+        message = (f"{offending} of {matched} matching record(s) are {found} for {a.profile}, expected "
+                   f"{a.expect.value}" if offending else f"{matched} record(s) matched, all {a.expect.value}")
     else:
         n = counts[a.verdict.value]
         low = a.min is not None and n < a.min
