@@ -18,9 +18,10 @@ from typing import Any
 import streamlit as st
 
 from membrane_engine.policies import Policy, PolicyError, load_policy, parse_policy
+from membrane_engine.sample import sample_store_path
 from membrane_engine.trust import TrustContext
 
-SAMPLE_POLICY = Path(__file__).resolve().parents[2] / "sample_data" / "policies.toml"
+SAMPLE_POLICY = sample_store_path().with_name("policies.toml")  # shipped beside the sample store
 # A record only the bundled sample store holds (uuid5 of "s:no-force-push"): the sample
 # policy's assertions are about that store, so it is offered only there.
 SAMPLE_MARKER = "3badbecb-2cdd-5bcd-87a7-a7924117c2e4"
