@@ -149,3 +149,19 @@ def test_a_check_against_an_export(db: str, tmp_path: Path, capsys: pytest.Captu
     m.close()
     code, out, _ = run(capsys, str(SAMPLE_POLICY), "--records", str(export))
     assert code == 0 and "221 of 221 records" in out
+
+
+def test_the_console_hands_its_policy_file_to_the_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.web import cli as stcli
+
+    from console import cli
+    from console.components import policy_source
+
+    monkeypatch.setattr(sys, "argv", ["membrane-console"])
+    monkeypatch.setattr(stcli, "main", lambda: 0)
+    monkeypatch.delenv("MEMBRANE_POLICIES", raising=False)
+    assert cli.serve(["--db", "sqlite:///x.db", "--policies", "team.toml", "--no-prewarm"]) == 0
+    assert sys.argv[-5:] == ["--", "--db", "sqlite:///x.db", "--policies", "team.toml"]
+    script_args = sys.argv[sys.argv.index("--") + 1:]
+    monkeypatch.setattr(sys, "argv", ["console/app.py", *script_args])  # what `streamlit run` gives the pages
+    assert policy_source.configured_path() == "team.toml"
