@@ -38,7 +38,7 @@ def policy_text(m: Membrane, profiles: int, assertions: int, seed: int) -> str:
     """A policy over the store's own scopes and ids (TOML, as an operator would write it)."""
     rng = random.Random(seed)
     snap = m.columns.current()
-    scopes = [s for s in snap.scope_names if s]
+    scopes = sorted(s for s in snap.scope_names if s)  # the vocabulary's order varies by process
     ids = [str(snap.ids[i]) for i in rng.sample(range(len(snap.ids)), 40)]
     out = []
     for k in range(profiles):
