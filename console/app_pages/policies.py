@@ -56,8 +56,24 @@ if source.policy is None:
 policy = source.policy
 operator = auth.current()
 clearance = operator.clearance if operator else None
-report = check(m, policy)
-ev = Evaluator(m)
+
+
+def evaluated(policy, seq: int):
+    """The check, the coverage and each profile's verdict counts, kept for this session until the
+    store or the file changes (a rerun of the page, say a widget, costs nothing at 1M)."""
+    kept = st.session_state.get("pol_evaluated")  # holds the policy itself: compared by identity
+    if kept is None or kept[0][0] != seq or kept[0][1] is not policy:
+        ev = Evaluator(m)
+        counts = {}
+        for name in policy.profiles:
+            codes = ev.verdicts(policy.trust(name))[ev.alive]
+            counts[name] = {v: int((codes == c).sum()) for v, c in (("full", 2), ("redacted", 1), ("hidden", 0))}
+        kept = ((seq, policy), check(m, policy), coverage(m, policy), counts)
+        st.session_state["pol_evaluated"] = kept
+    return kept[1:]
+
+
+report, cov, profile_counts = evaluated(policy, m.columns.current().seq)
 
 # ----------------------------------------------------------------------------- summary
 
@@ -77,8 +93,7 @@ else:
 st.subheader("Profiles")
 rows = []
 for name, p in sorted(policy.profiles.items()):
-    codes = ev.verdicts(policy.trust(name))[ev.alive]
-    counts = {v: int((codes == c).sum()) for v, c in (("full", 2), ("redacted", 1), ("hidden", 0))}
+    counts = profile_counts[name]
     wider = clearance is not None and (p.max_sensitivity.level > clearance.max_level or
                                        (clearance.scopes and (not p.scopes or set(p.scopes) - set(clearance.scopes))))
     rows.append({"profile": clean(name, 80), "max sensitivity": p.max_sensitivity.value,
@@ -130,7 +145,6 @@ for o in failed:
 # ----------------------------------------------------------------------------- coverage
 
 st.subheader("Coverage")
-cov = coverage(m, policy)
 c1, c2 = st.columns([2, 3])
 with c1:
     st.metric("Records no assertion selects", f"{cov['records'] - cov['covered']:,}")

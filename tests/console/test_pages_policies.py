@@ -229,3 +229,11 @@ def test_an_uploaded_policy_file_is_used_for_the_session(store: str) -> None:
     assert list(asserts["status"]) == ["FAILS"] and list(frame(at, "pol_profiles")["profile"]) == ["nobody"]
     run(at.file_uploader(key="policy_file").set_value(None))
     assert "sample_data/policies.toml" in page_text(at)
+
+
+def test_a_change_to_the_store_is_checked_on_the_next_run(store: str) -> None:
+    at = run(signed_in(AppTest.from_file(str(PAGES / "policies.py"), default_timeout=TIMEOUT)))
+    assert set(frame(at, "pol_asserts")["status"]) == {"holds"}
+    reclassify(store, AWS_KEY, sensitivity="low", scope="")  # by another process's engine
+    run(at)
+    assert "FAILS" in set(frame(at, "pol_asserts")["status"])
