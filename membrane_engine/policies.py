@@ -490,6 +490,7 @@ def coverage(membrane: Any, policy: Policy) -> dict[str, Any]:
     """Which live records the file's assertions select and which they do not, by type,
     sensitivity and scope, and which profiles no assertion uses."""
     ev = Evaluator(membrane)
+    ev.wanted_tags = {t for a in policy.assertions for t in a.records.tags}
     covered = np.zeros(len(ev.alive), dtype=bool)
     per_profile = {name: np.zeros(len(ev.alive), dtype=bool) for name in policy.profiles}
     for a in policy.assertions:
