@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from console import auth
 from membrane_engine import Membrane
 from membrane_engine.operators import Operator
+from session_kit import sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "console" / "app_pages"
@@ -39,9 +38,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def signed_in(at: AppTest, level: str = "hyper", scopes: tuple[str, ...] = (), role: str = "admin") -> AppTest:
-    op = Operator(name="ann", role=role, max_sensitivity=level, scopes=scopes)
-    at.session_state[auth.SESSION_KEY] = auth.Session(op, datetime.now(timezone.utc) + timedelta(hours=1))
-    return at
+    return sign_in(at, Operator(name="ann", role=role, max_sensitivity=level, scopes=scopes))
 
 
 def run(target) -> AppTest:
@@ -155,7 +152,6 @@ def _curate(store: str, rid: str) -> AppTest:
     at.query_params["id"] = rid
     run(signed_in(at))
     at.selectbox(key="curate_op").set_value("reclassify")
-    at.text_input(key="curate_operator").set_value("ann")
     return run(at.text_area(key="curate_rationale").set_value("test"))
 
 
