@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import cast, distinct, func, literal_column, or_, select, true
+from sqlalchemy import and_, cast, distinct, func, literal_column, or_, select, true
 from sqlalchemy.dialects.postgresql import JSONB
 
 from .columns import TYPE_CODES
@@ -22,6 +22,7 @@ from .errors import StoreUnavailableError, ValidationError
 from .salience import salience_at, take
 from .schema import MemoryRecord, RevisionStatus, Sensitivity, as_utc, to_epoch
 from .store import like_contains, records, tag_json
+from .trust import TrustContext, as_trust, verdicts
 
 SORTS = ("salience", "newest", "oldest", "id")
 NO_STATUS = "none"  # revision status filter value for records without one (non-semantic)
@@ -68,7 +69,7 @@ def _check(filters: Filters, sort: str, offset: int, limit: int) -> None:
         raise ValidationError("; ".join(f"{f}: {m}" for f, m in problems), problems)
 
 
-def _sql_ids(membrane: Any, filters: Filters) -> set[str]:
+def _sql_ids(membrane: Any, filters: Filters, clearance: TrustContext | None = None) -> set[str]:
     conditions = []
     for tag in filters.tags:
         conditions.append(records.c.tags.like(like_contains(tag_json(tag)), escape="\\"))
@@ -81,8 +82,15 @@ def _sql_ids(membrane: Any, filters: Filters) -> set[str]:
     text = filters.text.strip()
     if text:
         pattern = like_contains(text)
+        in_doc = records.c.doc.ilike(pattern, escape="\\")
+        if clearance is not None:
+            # Content is searched only where the clearance sees it: a redacted record is found
+            # by its id and tags (what its redacted view shows), never by what it withholds.
+            from .clearance import visible_condition
+
+            in_doc = and_(in_doc, visible_condition(clearance, full_only=True))
         conditions.append(or_(records.c.id.ilike(pattern, escape="\\"), records.c.tags.ilike(pattern, escape="\\"),
-                              records.c.doc.ilike(pattern, escape="\\")))
+                              in_doc))
     # Narrow by the indexed columns too, so the LIKE scans only candidate rows.
     if filters.types:
         conditions.append(records.c.type.in_(filters.types))
@@ -95,15 +103,22 @@ def _sql_ids(membrane: Any, filters: Filters) -> set[str]:
 
 
 def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit: int = 50,
-           sort: str = "salience", as_of: datetime | None = None) -> tuple[int, list[MemoryRecord]]:
+           sort: str = "salience", as_of: datetime | None = None,
+           clearance: TrustContext | None = None) -> tuple[int, list[MemoryRecord]]:
     """``(how many records match, the page of them)``. Records carry ``salience = S(as_of)``
     (as_of defaults to now); their audit logs are left empty (``Membrane.get`` reads one).
-    Sorts: salience (S desc), newest / oldest (created_at), id; ties by id."""
+    Sorts: salience (S desc), newest / oldest (created_at), id; ties by id. With an operator's
+    ``clearance`` (SPEC 10), records it does not see are left out before anything is matched,
+    counted or paged, the text search reads only the content it sees, and records it sees
+    redacted come as their redacted view."""
     filters = filters or Filters()
     _check(filters, sort, offset, limit)
+    clearance = as_trust(clearance, "clearance") if clearance is not None else None
     when = as_utc(as_of) if as_of is not None else membrane.now()
     snap = membrane.columns.current()
     mask = snap.alive.copy()
+    if clearance is not None:
+        mask &= verdicts(snap.sens_level, snap.scope_code, snap.scope_names, clearance) > 0
     if filters.types:
         mask &= np.isin(snap.type_code, np.array([TYPE_CODES[t] for t in filters.types], dtype=np.int8))
     if filters.sensitivities:
@@ -117,7 +132,7 @@ def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit
         wanted[[snap.row_of[i] for i in filters.ids if i in snap.row_of]] = True
         mask &= wanted
     if filters.needs_sql() and mask.any():
-        matched = _sql_ids(membrane, filters)
+        matched = _sql_ids(membrane, filters, clearance)
         sql_mask = np.zeros(len(mask), dtype=bool)
         sql_mask[[snap.row_of[i] for i in matched if i in snap.row_of]] = True
         mask &= sql_mask
@@ -153,7 +168,14 @@ def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit
         doc = row.doc
         doc["salience"] = float(s[k])
         doc["audit_log"] = []
-        out.append(MemoryRecord.model_validate(doc))
+        record = MemoryRecord.model_validate(doc)
+        if clearance is not None:
+            from .clearance import shown
+
+            record = shown(record, clearance)  # the row as read, on its own labels
+            if record is None:
+                continue
+        out.append(record)
     return total, out
 
 
@@ -163,13 +185,19 @@ def existing(membrane: Any, ids: list[str]) -> set[str]:
     return {i for i in ids if i in snap.row_of and snap.alive[snap.row_of[i]]}
 
 
-def referencing(membrane: Any, record_id: str, limit: int = 200) -> list[str]:
+def referencing(membrane: Any, record_id: str, limit: int = 200,
+                clearance: TrustContext | None = None) -> list[str]:
     """Ids of records with a relation pointing at ``record_id`` (incoming links), by id. Found
-    with LIKE on the stored JSON, then confirmed on the matching documents' relations."""
+    with LIKE on the stored JSON, then confirmed on the matching documents' relations. With
+    ``clearance``, only records it sees in full (a relation is content a redacted view withholds)."""
     needle = '"target_id":' + json.dumps(record_id, ensure_ascii=False)
     q = (select(records.c.id, records.c.doc)
          .where(records.c.doc.like(like_contains(needle), escape="\\"))
          .order_by(records.c.id))
+    if clearance is not None:
+        from .clearance import visible_condition
+
+        q = q.where(visible_condition(as_trust(clearance, "clearance"), full_only=True))
     out = []
     with membrane.store.read() as conn:
         for rid, raw in conn.execute(q):
@@ -181,13 +209,18 @@ def referencing(membrane: Any, record_id: str, limit: int = 200) -> list[str]:
     return out
 
 
-def tag_counts(membrane: Any) -> dict[str, int]:
+def tag_counts(membrane: Any, clearance: TrustContext | None = None) -> dict[str, int]:
     """Every tag in the store with how many records carry it (a tag twice in one record counts
-    once), most used first. The database unpacks the tags column and counts (SQLite's json_each,
+    once), most used first; with ``clearance``, over the records it sees. The database unpacks the tags column and counts (SQLite's json_each,
     PostgreSQL's jsonb_array_elements_text: 1.1 s at 1M records, where reading every tags
     value into Python took 2.7 s); another database, or a tags value that is not JSON, is
     counted here."""
     store = membrane.store
+    visible = None
+    if clearance is not None:
+        from .clearance import visible_condition
+
+        visible = visible_condition(as_trust(clearance, "clearance"))
     counted: list[tuple[str, int]] | None = None
     if store.is_sqlite or store.engine.dialect.name == "postgresql":
         unpack = (func.json_each(records.c.tags) if store.is_sqlite
@@ -195,6 +228,8 @@ def tag_counts(membrane: Any) -> dict[str, int]:
         row = literal_column("records.rowid") if store.is_sqlite else records.c.id  # SQLite: an integer, sorts faster
         q = (select(unpack.c.value, func.count(distinct(row)))
              .select_from(records.join(unpack, true())).group_by(unpack.c.value))
+        if visible is not None:
+            q = q.where(visible)
         try:
             with store.read() as conn:
                 counted = [(str(tag), int(n)) for tag, n in conn.execute(q)]
@@ -203,7 +238,7 @@ def tag_counts(membrane: Any) -> dict[str, int]:
     if counted is None:
         counter: Counter[str] = Counter()
         with store.read() as conn:
-            for (raw,) in conn.execute(select(records.c.tags)):
+            for (raw,) in conn.execute(select(records.c.tags).where(*([visible] if visible is not None else []))):
                 try:
                     counter.update(set(json.loads(raw or "[]")))
                 except (TypeError, ValueError):

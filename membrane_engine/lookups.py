@@ -34,11 +34,17 @@ class Found:
     tags: tuple[str, ...]
 
 
-def search_records(membrane: "Membrane", text: str, limit: int = 200) -> list[Found]:
+def search_records(membrane: "Membrane", text: str, limit: int = 200, clearance=None, full_only: bool = False
+                   ) -> list[Found]:
     """Live records whose id or one of whose tags contains ``text`` (case-insensitive for
-    ASCII), ordered by id. An empty ``text`` lists the first ``limit`` ids."""
+    ASCII), ordered by id. An empty ``text`` lists the first ``limit`` ids. With an operator's
+    ``clearance``, only records it sees (with ``full_only``, sees in full)."""
     text = (text or "").strip()
     q = select(records.c.id, records.c.type, records.c.scope, records.c.tags)
+    if clearance is not None:
+        from .clearance import visible_condition
+
+        q = q.where(visible_condition(clearance, full_only))
     if text:
         # Tags are stored as a JSON array written with ASCII escapes; encode the needle the same
         # way so non-ASCII and quote characters match what is stored.

@@ -330,10 +330,17 @@ class Membrane(CurationMixin):
     def retrieve(self, request: RetrieveRequest) -> RetrieveResponse:
         return self.simulate(request, counts=False).response
 
-    def simulate(self, request: RetrieveRequest, counts: bool = True) -> Simulation:
+    def simulate(self, request: RetrieveRequest, counts: bool = True, clearance: TrustContext | None = None) -> Simulation:
         """Retrieval plus per-layer counts of full / redacted / hidden (the console's simulator;
-        ``counts=False`` leaves them out)."""
-        return self._run(request, check_flag(counts, "counts"), MAX_LIMIT)
+        ``counts=False`` leaves them out). With an operator's ``clearance``, the records come
+        through it (``clearance.simulate``): the counts stay the request's, the content does not
+        go beyond the clearance."""
+        counts = check_flag(counts, "counts")
+        if clearance is not None:
+            from . import clearance as gate
+
+            return gate.simulate(self, request, clearance, counts)
+        return self._run(request, counts, MAX_LIMIT)
 
     def _run(self, request: RetrieveRequest, counts: bool, cap: int | None) -> Simulation:
         if request is None:
@@ -433,15 +440,42 @@ class Membrane(CurationMixin):
         record.audit_log = [r.entry for r in trail]
         return record, (row.anchor_salience, row.anchor_at), trail
 
-    def audit_query(self, **filters: Any) -> tuple[int, list[audit.AuditRow]]:
+    def audit_query(self, clearance: TrustContext | None = None, **filters: Any) -> tuple[int, list[audit.AuditRow]]:
         """Entries across the store, newest first: (total matching, one page). Filters: actor,
-        action, record_id, since, until; the page: limit (default 1000), offset."""
+        action, record_id, since, until; the page: limit (default 1000), offset. With an
+        operator's ``clearance``, as ``clearance.audit_query``."""
         unknown = sorted(set(filters) - _AUDIT_FILTERS)
         if unknown:
             raise ValidationError(f"audit_query has no filter {unknown[0]!r:.80} (filters: {', '.join(sorted(_AUDIT_FILTERS))})",
                                   [(unknown[0], "unknown filter")])
+        if clearance is not None:
+            from . import clearance as gate
+
+            return gate.audit_query(self, clearance, **filters)
         with self.store.read() as conn:
             return audit.query(conn, **filters)
+
+    def view(self, record_id: str, clearance: TrustContext, as_of: datetime | None = None,
+             actor: str | None = None) -> MemoryRecord:
+        """An operator opens a record: as ``clearance`` sees it (whole, redacted, or NotFoundError),
+        and with ``actor`` a sensitive record opened in full is logged (``clearance.view``)."""
+        from . import clearance as gate
+
+        return gate.view(self, record_id, clearance, as_of, actor)
+
+    def log_access(self, record_id: str, actor: str) -> None:
+        """Record that ``actor`` opened ``record_id`` in full ("who looked"), one transaction."""
+        from . import clearance as gate
+
+        record = self.get(record_id)
+        gate.log_access(self, record.id, actor, record.sensitivity.value, record.scope)
+
+    def access_log(self, record_id: str | None = None, actor: str | None = None, clearance: TrustContext | None = None,
+                   limit: int = 100, offset: int = 0) -> tuple[int, list[Any]]:
+        """Access entries, newest first: (how many, the page); see ``clearance.accesses``."""
+        from . import clearance as gate
+
+        return gate.accesses(self, clearance, record_id, actor, limit, offset)
 
     def verify_audit(self) -> list[audit.Problem]:
         with self.store.read() as conn:

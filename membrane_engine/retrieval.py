@@ -104,6 +104,7 @@ class Simulation:
     response: RetrieveResponse
     counts: dict[str, LayerCounts] = field(default_factory=dict)
     total_matching: int = 0  # records that passed gating and the salience filter, before the limit
+    withheld: int = 0  # of those, records an operator's clearance keeps out of the list (clearance.simulate)
 
 
 def validate_request(req: RetrieveRequest) -> tuple[TrustContext, list[MemoryType], float, int, datetime]:

@@ -141,6 +141,21 @@ archive = Table(
     Column("archived_at", Float, nullable=False),
 )
 
+# "Who looked" (SPEC 10): an operator opening a sensitive record in full. Not a SPEC 6 audit
+# action, so not in audit_entries; append-only like it (the engine never updates or deletes a row).
+access_log = Table(
+    "access_log",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("record_id", String(128), nullable=False),
+    Column("actor", String(256), nullable=False),
+    Column("sensitivity", String(16), nullable=False),
+    Column("scope", String(256), nullable=False, default=""),
+    Column("ts", Float, nullable=False),
+    Index("ix_access_log_record", "record_id", "ts"),
+    Index("ix_access_log_ts", "ts"),
+)
+
 changes = Table(
     "changes",
     metadata,
@@ -717,6 +732,7 @@ class Store:
                 _add_audit_extra(conn)
                 # Stores made before operators existed get their (empty) tables on open.
                 metadata.create_all(conn, tables=OPERATOR_TABLES)
+                access_log.create(conn, checkfirst=True)  # stores made before "who looked"
             if conn.dialect.name == "sqlite":
                 conn.exec_driver_sql(SQLITE_SCALAR_INDEX)
         self._file = self._file_path  # from now on, the file must stay where it is

@@ -202,6 +202,35 @@ def gate_as_read(record: MemoryRecord | None, trust: TrustContext) -> MemoryReco
     return redact(record) if verdict is Verdict.REDACTED else None
 
 
+def narrowest(trust: TrustContext, clearance: TrustContext) -> TrustContext:
+    """The one trust context whose verdict on every record is the stricter (the least) of
+    ``trust``'s and ``clearance``'s: what an operator with ``clearance`` may be shown of what
+    ``trust`` gets (SPEC 10). Max sensitivity is the lower of the two; the scopes allowed are
+    those both allow. Two scope lists with nothing in common leave only unscoped records, which
+    the scope list ``[""]`` says (no record's scope is "", and unscoped records pass any list)."""
+    trust, clearance = as_trust(trust), as_trust(clearance, "clearance")
+    low = trust if trust.max_level <= clearance.max_level else clearance
+    if not trust.scopes or not clearance.scopes:
+        scopes = trust.scopes or clearance.scopes
+    else:
+        scopes = tuple(s for s in trust.scopes if s in set(clearance.scopes)) or ("",)
+    return TrustContext(max_sensitivity=low.max_sensitivity, authenticated=trust.authenticated,
+                        actor_id=trust.actor_id, scopes=list(scopes))
+
+
+def covers(clearance: TrustContext, trust: TrustContext) -> bool:
+    """Whether ``clearance`` sees in full everything ``trust`` sees in full, and redacted what it
+    sees redacted: then narrowing ``trust`` by it changes no verdict."""
+    if clearance.max_level < trust.max_level:
+        return False
+    return not clearance.scopes or (bool(trust.scopes) and set(trust.scopes) <= set(clearance.scopes))
+
+
+def stricter(a: Verdict, b: Verdict) -> Verdict:
+    """The least permissive of two verdicts (hidden < redacted < full)."""
+    return a if VERDICT_CODES[a] <= VERDICT_CODES[b] else b
+
+
 REDACTED_KEEP = ("id", "type", "sensitivity", "confidence", "salience", "scope", "tags", "created_at", "updated_at")
 
 
@@ -239,5 +268,6 @@ def redact(record: MemoryRecord) -> MemoryRecord:
 
 __all__ = [
     "SENSITIVITY_LEVELS", "TrustContext", "Verdict", "Reason", "Decision", "decide", "verdicts",
-    "redact", "scope_decision", "VERDICT_CODES", "as_trust", "verdict_as_read", "gate_as_read",
+    "redact", "scope_decision", "VERDICT_CODES", "as_trust", "verdict_as_read", "gate_as_read", "narrowest",
+    "covers", "stricter",
 ]

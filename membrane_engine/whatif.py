@@ -43,6 +43,7 @@ class WhatIf:
     changed: int  # records whose verdict differs
     rows: list[Change] = field(default_factory=list)  # the requested page of changes
     offset: int = 0
+    listed: int = 0  # changed records that may be listed (those an operator's clearance sees)
 
 
 def _type_codes(memory_types: Iterable[Any] | None) -> np.ndarray | None:
@@ -66,11 +67,12 @@ def _counts(codes: np.ndarray) -> dict[str, int]:
 
 def compare(membrane: Any, trust_a: TrustContext | None, trust_b: TrustContext | None,
             memory_types: Iterable[Any] | None = None, transition: tuple[str, str] | None = None,
-            offset: int = 0, limit: int = 50) -> WhatIf:
+            offset: int = 0, limit: int = 50, clearance: TrustContext | None = None) -> WhatIf:
     """Verdicts of every live record under ``trust_a`` and ``trust_b``: counts under each, the
     number of records per (before, after) change, and one page of the changed records
     (optionally only one ``transition``), ordered by change kind then id. A record hidden under
-    both contexts is never among the rows."""
+    both contexts is never among the rows. With an operator's ``clearance`` (SPEC 10) the counts
+    stay whole, but only changed records the clearance sees are listed (``listed``)."""
     if trust_a is None or trust_b is None:
         raise NilTrustError()
     if offset < 0 or limit < 0:
@@ -96,6 +98,8 @@ def compare(membrane: Any, trust_a: TrustContext | None, trust_b: TrustContext |
         except ValueError:
             raise ValidationError(f"unknown transition {transition!r}", [("transition", "unknown verdict")]) from None
         sel = diff & (pair == want)
+    if clearance is not None:
+        sel = sel & (verdicts(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names, clearance) > 0)
     picked = np.nonzero(sel)[0]
     # Gains first (hidden->full, hidden->redacted, redacted->full), then losses; then id.
     gain = vb[picked].astype(np.int64) - va[picked].astype(np.int64)
@@ -113,7 +117,7 @@ def compare(membrane: Any, trust_a: TrustContext | None, trust_b: TrustContext |
         ))
     return WhatIf(
         counts_a=_counts(va), counts_b=_counts(vb), transitions=transitions, total=int(len(rows)),
-        changed=int(np.count_nonzero(diff)), rows=out, offset=offset,
+        changed=int(np.count_nonzero(diff)), rows=out, offset=offset, listed=int(len(picked)),
     )
 
 

@@ -1,0 +1,289 @@
+"""An operator's clearance applied to the console's reads (SPEC 10), and "who looked".
+
+The console shows records to an operator exactly as the engine gates an agent: through the
+operator's clearance, a trust context. Everything here answers a read *for* a clearance with
+the trust rule of ``trust.py`` (never a copy of it): a record the clearance sees in full comes
+whole, one it sees redacted comes as ``trust.redact`` makes it, one it does not see is absent.
+Simulating a context wider than the clearance keeps that context's counts and shows its records
+through ``trust.narrowest(context, clearance)``.
+
+"Who looked": opening a record in full at or above ``access_log_level()`` appends an access entry
+(operator, record, time) to ``access_log``, in a transaction of its own. Access entries are not
+audit actions (SPEC 6) and nothing in the engine updates or deletes one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import and_, func, or_, select
+
+from .audit import AuditRow, _row_to_audit, filter_conditions
+from .errors import NotFoundError, ValidationError
+from .retrieval import Explanation, RetrieveRequest, Simulation
+from .schema import UTC, MemoryRecord, Sensitivity, check_id, sensitivity_level, to_epoch
+from .store import access_log, archive, audit_entries, records
+from .trust import TrustContext, Verdict, as_trust, covers, decide, narrowest, redact, stricter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .membrane import Membrane
+
+ACCESS_LOG_LEVEL_ENV = "MEMBRANE_ACCESS_LOG_LEVEL"
+DEFAULT_ACCESS_LOG_LEVEL = Sensitivity.HIGH
+WITHHELD = "(withheld: beyond your clearance)"
+
+
+def access_log_level() -> Sensitivity:
+    """The least sensitivity whose opening in full is logged (MEMBRANE_ACCESS_LOG_LEVEL, default
+    high)."""
+    value = os.environ.get(ACCESS_LOG_LEVEL_ENV, "").strip().lower()
+    if not value:
+        return DEFAULT_ACCESS_LOG_LEVEL
+    try:
+        return Sensitivity(value)
+    except ValueError:
+        raise ValidationError(f"{ACCESS_LOG_LEVEL_ENV} must be one of {', '.join(s.value for s in Sensitivity)} "
+                              f"(got {value!r})", [(ACCESS_LOG_LEVEL_ENV, value)]) from None
+
+
+def sees_everything(clearance: TrustContext) -> bool:
+    """A clearance that sees every record with a known sensitivity in full (hyper, every scope):
+    gating by it changes nothing, so queries skip it."""
+    return clearance.max_sensitivity is Sensitivity.HYPER and not clearance.scopes
+
+
+def visible_condition(clearance: TrustContext, full_only: bool = False) -> Any:
+    """The trust rule over the ``records`` table's label columns, as SQL: rows ``clearance``
+    sees at all (or, with ``full_only``, in full). The same rule as ``trust.decide``: levels up
+    to max (one more for redacted), unscoped or in the scopes when any are given; an unknown
+    sensitivity (level -1) never."""
+    top = clearance.max_level + (0 if full_only else 1)
+    conditions = [records.c.sens_level >= 0, records.c.sens_level <= top]
+    if clearance.scopes:
+        conditions.append(or_(records.c.scope == "", records.c.scope.in_(list(clearance.scopes))))
+    return and_(*conditions)
+
+
+def verdict_of(sensitivity: Any, scope: str, clearance: TrustContext) -> Verdict:
+    return decide(sensitivity, scope, clearance).verdict
+
+
+def shown(record: MemoryRecord, clearance: TrustContext) -> MemoryRecord | None:
+    """``record`` as ``clearance`` may see it, decided on the record's own labels: whole,
+    redacted, or None."""
+    verdict = verdict_of(record.sensitivity, record.scope, clearance)
+    if verdict is Verdict.FULL:
+        return record
+    return redact(record) if verdict is Verdict.REDACTED else None
+
+
+# --------------------------------------------------------------------------- one record
+
+
+def view(membrane: "Membrane", record_id: str, clearance: TrustContext, as_of: datetime | None = None,
+         actor: str | None = None) -> MemoryRecord:
+    """The record (with its audit log) as ``clearance`` sees it: whole, or redacted; a record it
+    does not see is NotFoundError, as if absent. With ``actor``, opening one in full at or above
+    ``access_log_level()`` is logged as that actor's access."""
+    clearance = as_trust(clearance, "clearance")
+    record = membrane.get(record_id, as_of=as_of)
+    out = shown(record, clearance)
+    if out is None:
+        raise NotFoundError(record_id)
+    if actor is not None and not out.redacted and sensitivity_level(record.sensitivity) >= access_log_level().level:
+        log_access(membrane, record.id, actor, record.sensitivity.value, record.scope)
+    return out
+
+
+# --------------------------------------------------------------------------- simulations
+
+
+def simulate(membrane: "Membrane", request: RetrieveRequest, clearance: TrustContext, counts: bool = True) -> Simulation:
+    """The simulation of ``request`` as an operator with ``clearance`` may see it: the counts,
+    the number of records matching and the selector's decision are the requested context's;
+    the records (and the selector's candidates) are shown through ``narrowest(context,
+    clearance)``: the stricter verdict of the two, so nothing beyond the clearance. ``withheld``
+    says how many matching records the clearance keeps out of the list."""
+    clearance = as_trust(clearance, "clearance")
+    if isinstance(request, dict):
+        request = RetrieveRequest(**request)
+    asked = membrane.simulate(request, counts=counts)
+    trust = as_trust(request.trust)
+    if covers(clearance, trust):
+        return asked
+    narrowed = membrane.simulate(request.model_copy(update={"trust": narrowest(trust, clearance)}), counts=False)
+    selection = asked.response.selection
+    if selection is not None:
+        # The decision (confidence, needs_more) is the requested context's: a number, not content.
+        # The candidates listed are the ones the clearance sees, each as the narrowed run shows it.
+        seen = {r.id: r for r in (narrowed.response.selection.selected if narrowed.response.selection else [])}
+        selection = selection.model_copy(update={
+            "selected": [seen[r.id] for r in selection.selected if r.id in seen],
+            "signals": [replace(s, redacted=s.redacted or seen[s.record_id].redacted)
+                        for s in selection.signals if s.record_id in seen],
+        })
+    response = narrowed.response.model_copy(update={"selection": selection})
+    return Simulation(response, asked.counts, asked.total_matching,
+                      withheld=asked.total_matching - narrowed.total_matching)
+
+
+def explain(membrane: "Membrane", record_id: str, trust: TrustContext, clearance: TrustContext,
+            as_of: datetime | None = None, min_salience: float = 0.0) -> Explanation:
+    """``Membrane.explain`` for an operator: a record their clearance does not see is
+    NotFoundError (absent); otherwise the context's reasons, the verdict shown is the stricter of
+    the context's and the clearance's, and a reason says when the clearance made it so."""
+    clearance = as_trust(clearance, "clearance")
+    mine = membrane.explain(record_id, clearance)
+    if mine.verdict is Verdict.HIDDEN:
+        raise NotFoundError(record_id)
+    theirs = membrane.explain(record_id, trust, as_of=as_of, min_salience=min_salience)
+    verdict = stricter(theirs.verdict, mine.verdict)
+    if verdict is theirs.verdict:
+        return theirs
+    return theirs.model_copy(update={
+        "verdict": verdict,
+        "reasons": theirs.reasons + [f"your clearance shows it {verdict.value} (the context sees it "
+                                     f"{theirs.verdict.value}): " + "; ".join(mine.reasons)],
+        "rules": theirs.rules + ["clearance"],
+    })
+
+
+# --------------------------------------------------------------------------- audit log
+
+
+def _archived_labels(conn, ids: list[str] | None = None) -> dict[str, tuple[str, str]]:
+    """Sensitivity and scope of archived records (their labels live in the archived document)."""
+    q = select(archive.c.id, archive.c.doc)
+    if ids is not None:
+        q = q.where(archive.c.id.in_(ids))
+    out = {}
+    for rid, doc in conn.execute(q):
+        try:
+            parsed = json.loads(doc)
+            out[rid] = (str(parsed.get("sensitivity", "")), str(parsed.get("scope") or ""))
+        except (ValueError, AttributeError):
+            out[rid] = ("", "")  # unreadable: an unknown sensitivity, hidden
+    return out
+
+
+def _audit_visibility(conn, clearance: TrustContext) -> Any:
+    """SQL: audit entries of records ``clearance`` sees (in full or redacted), live or archived."""
+    archived = [rid for rid, (sens, scope) in _archived_labels(conn).items()
+                if verdict_of(sens, scope, clearance) is not Verdict.HIDDEN]
+    live = audit_entries.c.record_id.in_(select(records.c.id).where(visible_condition(clearance)))
+    return or_(live, audit_entries.c.record_id.in_(archived)) if archived else live
+
+
+def _full_ids(conn, ids: list[str], clearance: TrustContext) -> set[str]:
+    ids = list(dict.fromkeys(ids))
+    full = set(conn.execute(select(records.c.id).where(records.c.id.in_(ids),
+                                                        visible_condition(clearance, full_only=True))).scalars())
+    rest = [rid for rid in ids if rid not in full]
+    if rest:
+        full |= {rid for rid, (sens, scope) in _archived_labels(conn, rest).items()
+                 if verdict_of(sens, scope, clearance) is Verdict.FULL}
+    return full
+
+
+def masked(row: AuditRow) -> AuditRow:
+    """An entry of a record seen redacted: its action, time, record and position stay; who wrote
+    it, why and the values it changed (a redacted view's audit log is empty) are withheld."""
+    entry = row.entry.model_copy(update={"actor": WITHHELD, "rationale": WITHHELD})
+    object.__setattr__(entry, "__pydantic_extra__", {})
+    return AuditRow(row.seq, row.record_id, row.position, entry, None)
+
+
+def audit_query(membrane: "Membrane", clearance: TrustContext, actor: str | None = None, action: str | None = None,
+                record_id: str | None = None, since: datetime | None = None, until: datetime | None = None,
+                limit: int = 1000, offset: int = 0) -> tuple[int, list[AuditRow]]:
+    """``Membrane.audit_query`` through a clearance: entries of records it does not see are
+    absent (not counted, not listed); entries of records it sees redacted are ``masked``."""
+    clearance = as_trust(clearance, "clearance")
+    if sees_everything(clearance):
+        return membrane.audit_query(actor=actor, action=action, record_id=record_id, since=since, until=until,
+                                    limit=limit, offset=offset)
+    with membrane.store.read() as conn:
+        conditions = filter_conditions(actor, action, record_id, since, until) + [_audit_visibility(conn, clearance)]
+        total = conn.execute(select(func.count()).select_from(audit_entries).where(*conditions)).scalar()
+        q = (select(audit_entries).where(*conditions)
+             .order_by(audit_entries.c.ts.desc(), audit_entries.c.seq.desc()).limit(limit).offset(offset))
+        rows = [_row_to_audit(r) for r in conn.execute(q)]
+        full = _full_ids(conn, [r.record_id for r in rows], clearance) if rows else set()
+    return int(total), [r if r.record_id in full else masked(r) for r in rows]
+
+
+def audit_rows(membrane: "Membrane", record_id: str, clearance: TrustContext) -> list[AuditRow]:
+    """One record's chain through a clearance (empty for a record it does not see)."""
+    total, rows = audit_query(membrane, clearance, record_id=check_id(record_id), limit=1_000_000)
+    return sorted(rows, key=lambda r: r.position)
+
+
+def audit_actors(membrane: "Membrane", clearance: TrustContext, limit: int = 500) -> list[str]:
+    """Actors of the entries of records ``clearance`` sees in full, most frequent first (an
+    actor is part of the audit log a redacted view withholds)."""
+    clearance = as_trust(clearance, "clearance")
+    with membrane.store.read() as conn:
+        q = select(audit_entries.c.actor, func.count().label("n"))
+        if not sees_everything(clearance):
+            q = q.where(audit_entries.c.record_id.in_(select(records.c.id).where(visible_condition(clearance, True))))
+        q = q.group_by(audit_entries.c.actor).order_by(func.count().desc(), audit_entries.c.actor).limit(limit)
+        return [r.actor for r in conn.execute(q)]
+
+
+# --------------------------------------------------------------------------- who looked
+
+
+@dataclass(frozen=True)
+class Access:
+    """One access entry: ``actor`` opened ``record_id`` (of ``sensitivity`` and ``scope`` then) in
+    full at ``at``."""
+
+    seq: int
+    record_id: str
+    actor: str
+    sensitivity: str
+    scope: str
+    at: datetime
+
+
+def log_access(membrane: "Membrane", record_id: str, actor: str, sensitivity: str, scope: str = "") -> None:
+    """Append one access entry, in a transaction of its own."""
+    record_id = check_id(record_id)
+    if not isinstance(actor, str) or not actor.strip():
+        raise ValidationError(f"actor must be a non-empty string (got {actor!r})", [("actor", repr(actor))])
+    with membrane.store.write() as conn:
+        conn.execute(access_log.insert().values(record_id=record_id, actor=actor.strip(), sensitivity=sensitivity,
+                                                scope=scope, ts=to_epoch(membrane.now())))
+
+
+def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record_id: str | None = None,
+             actor: str | None = None, limit: int = 100, offset: int = 0) -> tuple[int, list[Access]]:
+    """Access entries, newest first: (how many match, the page). With ``clearance``, only the
+    entries of records it sees (by the labels the record had when it was opened)."""
+    conditions = []
+    if record_id:
+        conditions.append(access_log.c.record_id == record_id)
+    if actor:
+        conditions.append(access_log.c.actor == actor)
+    if clearance is not None:
+        clearance = as_trust(clearance, "clearance")
+        levels = [s.value for s in Sensitivity if s.level <= clearance.max_level + 1]
+        conditions.append(access_log.c.sensitivity.in_(levels))
+        if clearance.scopes:
+            conditions.append(or_(access_log.c.scope == "", access_log.c.scope.in_(list(clearance.scopes))))
+    with membrane.store.read() as conn:
+        total = conn.execute(select(func.count()).select_from(access_log).where(*conditions)).scalar()
+        q = (select(access_log).where(*conditions).order_by(access_log.c.ts.desc(), access_log.c.seq.desc())
+             .limit(limit).offset(offset))
+        rows = [Access(r.seq, r.record_id, r.actor, r.sensitivity, r.scope, datetime.fromtimestamp(r.ts, UTC))
+                for r in conn.execute(q)]
+    return int(total), rows
+
+
+__all__ = ["ACCESS_LOG_LEVEL_ENV", "Access", "WITHHELD", "access_log_level", "accesses", "audit_actors",
+           "audit_query", "audit_rows", "explain", "log_access", "masked", "sees_everything", "shown", "simulate",
+           "view", "visible_condition"]
