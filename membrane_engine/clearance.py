@@ -99,6 +99,29 @@ def view(membrane: "Membrane", record_id: str, clearance: TrustContext, as_of: d
     return out
 
 
+def scopes_seen(membrane: "Membrane", clearance: TrustContext) -> list[str]:
+    """``Membrane.scopes`` for an operator: the scopes of the live records ``clearance`` sees (a
+    scope only records beyond it carry is not named)."""
+    import numpy as np
+
+    from .trust import verdicts
+
+    clearance = as_trust(clearance, "clearance")
+    snap = membrane.columns.current()
+    seen = snap.alive & (verdicts(snap.sens_level, snap.scope_code, snap.scope_names, clearance) > 0)
+    return sorted(snap.scope_names[i] for i in np.unique(snap.scope_code[seen]) if snap.scope_names[i])
+
+
+def archived_ids(membrane: "Membrane", clearance: TrustContext) -> list[str]:
+    """``Membrane.archived_ids`` for an operator: archived records ``clearance`` would see in full
+    (on the labels each had when it was archived), newest first."""
+    clearance = as_trust(clearance, "clearance")
+    with membrane.store.read() as conn:
+        ids = membrane.store.archived_ids(conn)
+        labels = _archived_labels(conn, ids) if ids else {}
+    return [rid for rid in ids if rid in labels and verdict_of(*labels[rid], clearance) is Verdict.FULL]
+
+
 # --------------------------------------------------------------------------- simulations
 
 
@@ -284,6 +307,6 @@ def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record
     return int(total), rows
 
 
-__all__ = ["ACCESS_LOG_LEVEL_ENV", "Access", "WITHHELD", "access_log_level", "accesses", "audit_actors",
-           "audit_query", "audit_rows", "explain", "log_access", "masked", "sees_everything", "shown", "simulate",
+__all__ = ["ACCESS_LOG_LEVEL_ENV", "Access", "WITHHELD", "access_log_level", "accesses", "archived_ids", "audit_actors",
+           "audit_query", "audit_rows", "explain", "log_access", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
            "view", "visible_condition"]

@@ -9,12 +9,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console import state
+from console.components.clearance import clearance_caption, from_key, key_of, signed_in
 from console.components.audit_table import filtered_csv, frame, shown
 from console.components.chart_safety import PALETTE, plot_text, tidy
 from console.components.record_picker import ids_from_url
 from console.components.safe import clean, md
+from membrane_engine import clearance as gate
 from membrane_engine.errors import MembraneError
-from membrane_engine.lookups import audit_activity, audit_actors, audit_newest, audit_span
+from membrane_engine.lookups import audit_activity, audit_newest, audit_span
 from membrane_engine.schema import AuditAction
 
 UTC = timezone.utc
@@ -23,6 +25,8 @@ ACTIONS = [a.value for a in AuditAction]
 ACTION_COLORS = dict(zip(ACTIONS, PALETTE))
 VERIFY_KEY = "audit_verification"
 
+operator = signed_in()
+clearance = operator.clearance
 m = state.membrane()
 
 
@@ -31,9 +35,10 @@ m = state.membrane()
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def facets(_membrane, url: str, newest: int) -> tuple[list[str], tuple[float, float] | None]:
-    """Actors (for the filter, a GROUP BY over the whole log) and the log's time span."""
-    return audit_actors(_membrane), audit_span(_membrane)
+def facets(_membrane, url: str, newest: int, cleared: tuple) -> tuple[list[str], tuple[float, float] | None]:
+    """Actors (for the filter, a GROUP BY over the entries of records the clearance sees in
+    full) and the log's time span."""
+    return gate.audit_actors(_membrane, from_key(cleared)), audit_span(_membrane)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -46,6 +51,9 @@ def activity(_membrane, url: str, newest: int, bucket: int, filters: tuple) -> l
 st.title("Audit log")
 st.caption("Every audit entry in the store, newest first. Entries are append-only and hash-chained per record; "
            "verification walks every chain and reports edited, deleted, reordered or truncated history.")
+clearance_caption(operator)
+st.caption("Entries of records beyond your clearance are left out; of records you see redacted, the actor, "
+           "rationale and details are withheld.")
 
 # ----------------------------------------------------------------------------- verification
 
@@ -71,9 +79,16 @@ with v2:
             st.error(f"{len(problems)} problem(s) found in the audit chains "
                      f"(checked {when:%Y-%m-%d %H:%M:%S} UTC).", icon=":material/report:")
 if verification is not None and verification[1]:
+    # Every problem is counted above; the records named are those the clearance sees.
+    named = m.explain_many(sorted({p.record_id for p in verification[1]}), clearance)
+    listed = [p for p in verification[1] if p.record_id in named and named[p.record_id].value != "hidden"]
+    if len(listed) < len(verification[1]):
+        st.caption(f"{len(verification[1]) - len(listed):,} problem(s) concern records beyond your clearance "
+                   "(or no longer in the store): counted, not listed.")
     st.dataframe(pd.DataFrame([{"record_id": clean(p.record_id, 200), "position": p.position,
                                 "problem": clean(p.problem, 1000)}
-                               for p in verification[1]]), hide_index=True, key="audit_problems")
+                               for p in listed], columns=["record_id", "position", "problem"]),
+                 hide_index=True, key="audit_problems")
 
 # ----------------------------------------------------------------------------- filters
 
@@ -81,7 +96,7 @@ url_ids = ids_from_url()
 if "audit_record" not in st.session_state and url_ids:
     st.session_state["audit_record"] = url_ids[0]
 newest = audit_newest(m)
-actors, span = facets(m, m.url, newest)
+actors, span = facets(m, m.url, newest, key_of(clearance))
 st.subheader("Filter")
 f1, f2, f3, f4, f5 = st.columns([2, 2, 3, 2, 2])
 actor = f1.selectbox("Actor", [ANY] + actors, key="audit_actor", format_func=lambda a: clean(a, 80))
@@ -101,12 +116,12 @@ if filters["since"] and filters["until"] and filters["since"] > filters["until"]
 
 p1, p2, p3 = st.columns([2, 2, 6])
 page_size = p1.selectbox("Rows per page", [25, 50, 100, 250], index=1, key="audit_page_size")
-total, _ = m.audit_query(**filters, limit=0)
+total, _ = m.audit_query(clearance=clearance, **filters, limit=0)
 pages = max(1, -(-total // page_size))
 if st.session_state.get("audit_page", 1) > pages:
     st.session_state["audit_page"] = pages
 page = p2.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="audit_page")
-total, rows = m.audit_query(**filters, limit=page_size, offset=(page - 1) * page_size)
+total, rows = m.audit_query(clearance=clearance, **filters, limit=page_size, offset=(page - 1) * page_size)
 active = [f"{k}={md(v, 60) if not isinstance(v, datetime) else v.strftime('%Y-%m-%d %H:%M')}"
           for k, v in filters.items() if v]
 with p3:
@@ -118,7 +133,7 @@ st.dataframe(shown(table), hide_index=True, key="audit_table", column_config={
     "rationale": st.column_config.TextColumn(width="large"),
 })
 st.download_button(
-    f"Download the {total:,} matching entries as CSV", data=lambda: filtered_csv(m, filters),
+    f"Download the {total:,} matching entries as CSV", data=lambda: filtered_csv(m, {**filters, "clearance": clearance}),
     file_name="membrane_audit.csv", mime="text/csv", key="audit_csv", disabled=total == 0, on_click="ignore",
     help="Every matching entry, not only this page. Cells that a spreadsheet would run as a formula get a "
          "leading apostrophe")
@@ -157,7 +172,7 @@ if not candidates:
 else:
     chosen = st.selectbox("Record", candidates, key="audit_timeline_record", format_func=lambda r: clean(r, 120),
                           help="The record filter, or any record on this page")
-    history = m.audit_rows(chosen)
+    history = gate.audit_rows(m, chosen, clearance)
     if not history:
         st.info("This id has no audit entries (it may not exist).")
     else:
@@ -185,3 +200,21 @@ else:
         st.plotly_chart(tidy(fig, height=300), key="audit_timeline")
         st.dataframe(shown(hist.sort_values("position")), hide_index=True, key="audit_timeline_table", column_config={
             "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss")})
+
+# ----------------------------------------------------------------------------- who looked
+
+st.subheader("Who looked")
+st.caption(f"Each time an operator opened a record of sensitivity {gate.access_log_level().value} or above in full "
+           f"(set {gate.ACCESS_LOG_LEVEL_ENV} to change the level). Append-only; entries of records beyond your "
+           "clearance are left out.")
+looked_total, looked = m.access_log(record_id=record_id or None, clearance=clearance, limit=200)
+if not looked_total:
+    st.caption("Nobody has opened such a record" + (" with this id." if record_id else "."))
+else:
+    st.dataframe(pd.DataFrame([{"time (UTC)": a.at, "operator": clean(a.actor, 200), "record_id": clean(a.record_id, 200),
+                                "sensitivity": a.sensitivity} for a in looked]),
+                 hide_index=True, key="audit_who_looked",
+                 column_config={"time (UTC)": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")})
+    if looked_total > len(looked):
+        st.caption(f"The newest {len(looked):,} of {looked_total:,} entries" + (" of this record." if record_id else
+                                                                               "; filter by a record id above."))

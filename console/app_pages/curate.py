@@ -12,11 +12,13 @@ import pandas as pd
 import streamlit as st
 
 from console import auth, state
+from console.components.clearance import clearance_caption, signed_in
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.plan_view import outcome_line, render_plan, status_of
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
 from membrane_engine import Sensitivity
+from membrane_engine import clearance as gate
 from membrane_engine.errors import MembraneError, NotFoundError, ValidationError
 from membrane_engine.exposure import plan_exposures
 from membrane_engine.operators import ACTION_ROLES, Role, permits
@@ -43,6 +45,8 @@ RESULTS_KEY = "curate_results"
 RESET_KEY = "curate_reset"
 UNCHANGED = "(unchanged)"
 
+operator_ = signed_in()
+clearance = operator_.clearance
 m = state.membrane()
 
 # Clear the inputs of an applied action before its widgets are drawn again.
@@ -54,6 +58,7 @@ if st.session_state.pop(RESET_KEY, False):
 st.title("Curate")
 st.caption("Every change is previewed by the engine first (nothing is written until you apply), names you as "
            "the actor, carries your rationale into the audit log, and runs as one transaction per operation.")
+clearance_caption(operator_)
 
 
 def problem_frame(problems: list[tuple[str, str]]) -> pd.DataFrame:
@@ -63,9 +68,8 @@ def problem_frame(problems: list[tuple[str, str]]) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- who, what, on what
 
-signed_in = auth.current()
-if not permits(signed_in, "reinforce")[0]:
-    who = f"{signed_in.name} is a {signed_in.role.value}" if signed_in else "nobody is signed in"
+if not permits(operator_, "reinforce")[0]:
+    who = f"{operator_.name} is a {operator_.role.value}"
     st.info(f"Curation needs the curator role; {who}.", icon=":material/lock:")
     st.stop()
 
@@ -76,11 +80,11 @@ if ("curate_op" not in st.session_state and url_op in OPS and not OPS[url_op][2]
         and ACTION_ROLES[url_op] is not Role.ADMIN):
     st.session_state["curate_op"] = url_op
 top = st.columns([2, 3])
-top[0].text(f"Acting as {signed_in.actor}")
+top[0].text(f"Acting as {operator_.actor}")
 op = top[1].selectbox("Operation", list(OPS), key="curate_op",
-                      format_func=lambda o: OPS[o][0] + ("" if permits(signed_in, o)[0] else " (admin only)"))
+                      format_func=lambda o: OPS[o][0] + ("" if permits(operator_, o)[0] else " (admin only)"))
 label, what, destructive, targets = OPS[op]
-allowed, why_not = permits(signed_in, op)
+allowed, why_not = permits(operator_, op)
 if destructive:
     st.warning(f"{what} Destructive: you will be asked to confirm.", icon=":material/warning:")
 else:
@@ -94,18 +98,19 @@ if last:
             st.dataframe(problem_frame(problems), hide_index=True)
 
 if targets == "archive":
-    archived = m.archived_ids()
+    archived = gate.archived_ids(m, clearance)
     if not archived:
         st.caption("The archive is empty: nothing has been pruned or deleted.")
     ids = st.multiselect("Archived records", archived, key="curate_archived", format_func=lambda r: clean(r, 120))
 else:
-    ids = record_picker(m, "curate", "Records" if targets != "one" else "Source record",
-                        help="`?id=` in the URL preselects")
+    # Only records the clearance sees in full: a curation shows and changes what a redacted view withholds.
+    ids = record_picker(m, "curate", "Records" if targets != "one" else "Source record", clearance=clearance,
+                        full_only=True, help="`?id=` in the URL preselects")
     if ids:
         current = []
         for rid in ids:
             try:
-                r = m.get(rid)
+                r = m.view(rid, clearance)
             except NotFoundError:
                 continue
             current.append({"id": clean(rid, 200), "type": r.type.value, "salience": r.salience,
@@ -151,7 +156,8 @@ elif targets in ("one", "many"):
     if source is not None:
         if st.session_state.get("curate_json_for") != (op, source) or "curate_json" not in st.session_state:
             try:
-                doc = m.get(source).to_json_dict()
+                seen = m.view(source, clearance)
+                doc = {} if seen.redacted else seen.to_json_dict()
             except NotFoundError:
                 doc = {}
             for k in ("audit_log", "created_at", "updated_at", "redacted"):
@@ -217,7 +223,7 @@ if missing or problems_before_preview:
     st.stop()
 
 previews: list[tuple[str, Any, Exception | None]] = []
-for name, args, kw in calls(signed_in.actor):
+for name, args, kw in calls(operator_.actor):
     try:
         previews.append((name, m.preview(op, *args, **kw), None))
     except Exception as exc:  # the engine's refusal is shown, never a traceback

@@ -10,7 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from console import auth, state
+from console import state
+from console.components.clearance import clearance_caption, signed_in
 from console.components.chart_safety import PALETTE, plot_text, short_id, tidy
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
@@ -31,19 +32,23 @@ HORIZONS = {
 HALF_LIFE_UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
 PROFILES_KEY = "decay_profiles"
 
+operator = signed_in()
+clearance = operator.clearance
 m = state.membrane()
 now = m.now()
 
 st.title("Salience decay")
 st.caption("S(t) as the engine computes it from each record's anchor (SPEC 2): pick stored records and/or "
            "describe hypothetical profiles, then read when each one fades below a threshold.")
+clearance_caption(operator)
 
 # ----------------------------------------------------------------------------- what to plot
 
 left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader("Records")
-    chosen = record_picker(m, "decay", "Records to plot", max_selections=12,
+    # A decay profile is part of what a redacted view withholds: only records seen in full.
+    chosen = record_picker(m, "decay", "Records to plot", clearance=clearance, full_only=True, max_selections=12,
                            help="Up to 12 records; `?id=` in the URL preselects")
 
 with right:
@@ -136,8 +141,10 @@ if chosen:
     info = briefs(m, list(curves))
     for rid in curves:
         try:
-            record = m.get(rid)
+            record = m.view(rid, clearance)
         except NotFoundError:
+            continue
+        if record.redacted:  # reclassified above the clearance since it was picked
             continue
         anchor = anchor_of(record)
         series.append({"key": rid, "label": short_id(rid) + f" ({info[rid].type})" if rid in info else short_id(rid),
@@ -179,7 +186,7 @@ else:
             # goes through the hover template's %{…} substitution.
             hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>S = %{y:.4f}"))
         if s["stored"]:
-            total, rows = m.audit_query(record_id=s["key"], action="reinforce", limit=500)
+            total, rows = m.audit_query(record_id=s["key"], action="reinforce", limit=500, clearance=clearance)
             xs, ys, texts = [], [], []
             for row in rows:
                 t = to_epoch(row.entry.timestamp)
@@ -257,8 +264,7 @@ else:
     p2.write("")
     if p2.button("Preview prune", type="primary", key="decay_prune_go"):
         try:
-            ids = m.prune(actor=auth.current().actor, rationale="decay page: prune preview",
-                          as_of=prune_at, dry_run=True)
+            ids = m.prune(actor=operator.actor, rationale="decay page: prune preview", as_of=prune_at, dry_run=True)
             st.session_state["decay_prune_result"] = (prune_at, list(ids))
             st.session_state["decay_prune_page"] = 1
         except MembraneError as exc:
@@ -269,6 +275,12 @@ else:
         if when != prune_at:
             st.caption("The preview below is for an earlier instant; press the button to refresh it.")
         st.metric(f"Would be pruned at {when:%Y-%m-%d %H:%M} UTC", f"{len(ids):,}")
+        # The count is the store's; the ids listed are those the clearance sees.
+        seen = m.explain_many(ids, clearance) if ids else {}
+        listed = [rid for rid in ids if rid in seen and seen[rid].value != "hidden"]
+        if len(listed) < len(ids):
+            st.caption(f"{len(ids) - len(listed):,} of them are beyond your clearance: counted, not listed.")
+        ids = listed
         if ids:
             pages = max(1, -(-len(ids) // PAGE_SIZE))
             page = st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, step=1, key="decay_prune_page")

@@ -13,6 +13,7 @@ import streamlit as st
 
 from console import auth, state
 from console.cli import MAX_UPLOAD_MB
+from console.components.clearance import describe, signed_in
 from console.components.safe import clean, md
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.trust_form import trust_context_form
@@ -21,8 +22,10 @@ from membrane_engine.columns import TYPE_NAMES
 from membrane_engine.errors import AlreadyExistsError, MembraneError, ValidationError
 from membrane_engine.exposure import import_exposures
 from membrane_engine.imports import parse_text
+from membrane_engine.clearance import scopes_seen
 from membrane_engine.lookups import briefs, filter_ids
 from membrane_engine.operators import permits
+from membrane_engine.trust import narrowest
 
 PARSED_KEY = "ie_parsed"
 IMPORT_RESULT_KEY = "ie_import_result"
@@ -44,6 +47,8 @@ def _remove_export(folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+operator = signed_in()
+clearance = operator.clearance
 m = state.membrane()
 
 st.title("Import / export")
@@ -174,16 +179,17 @@ with tab_out:
     if what == "Ids":
         pasted = st.text_area("Record ids (one per line, or separated by commas or spaces)", key="ie_ids", height=120)
         wanted = list(dict.fromkeys(t for t in re.split(r"[\s,;]+", pasted) if t))
-        live = briefs(m, wanted)
+        seen = m.explain_many(wanted, clearance) if wanted else {}
+        live = briefs(m, [i for i in wanted if i in seen and seen[i].value != "hidden"])
         ids = [i for i in wanted if i in live]
         unknown = [i for i in wanted if i not in live]
         if unknown:
-            st.warning(f"{len(unknown)} id(s) not in the store are skipped: "
+            st.warning(f"{len(unknown)} id(s) not in the store (or beyond your clearance) are skipped: "
                        + ", ".join(md(i, 60) for i in unknown[:10]) + (" …" if len(unknown) > 10 else ""))
     elif what == "Filter":
         f1, f2, f3 = st.columns(3)
         types = f1.multiselect("Types", TYPE_NAMES, key="ie_types")
-        scopes = f2.multiselect("Scopes", [UNSCOPED] + m.scopes(), key="ie_scopes")
+        scopes = f2.multiselect("Scopes", [UNSCOPED] + scopes_seen(m, clearance), key="ie_scopes")
         sens = f3.multiselect("Sensitivity", [s.value for s in Sensitivity], key="ie_sens")
         ids = filter_ids(m, types=types, scopes=["" if s == UNSCOPED else s for s in scopes], sensitivities=sens)
     total = m.count() if ids is None else len(ids)
@@ -193,10 +199,13 @@ with tab_out:
     fmt = c1.radio("Format", ["json", "jsonl"], key="ie_format", horizontal=True)
     gated = c2.checkbox("Only what a trust context may see (hidden records left out, redacted ones as metadata)",
                         key="ie_gated")
-    trust = None
+    st.caption(f"Exports go through your clearance ({describe(clearance)}): records beyond it are left out or "
+               "written as their redacted view.")
+    # The engine gates the export by the clearance, or by the stricter of it and a chosen context.
+    trust = clearance
     if gated:
         with st.expander("Trust context", expanded=True):
-            trust = trust_context_form("ie_trust", m.scopes())
+            trust = narrowest(trust_context_form("ie_trust", scopes_seen(m, clearance)), clearance)
 
     signature = hash((what, tuple(ids) if ids is not None else None, fmt,
                       trust.model_dump_json() if trust is not None else None))

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console import state
+from console.components.clearance import signed_in
 from console.components.charts import SENSITIVITY_ORDER, style
 from console.components.chart_safety import plot_text
 from console.components.time_input import as_of_input
@@ -17,6 +18,7 @@ from membrane_engine.lookups import audit_activity
 from membrane_engine.metrics import store_breakdown
 from membrane_engine.schema import format_time
 
+signed_in()  # counts by label only: no record content on this page, whatever the clearance
 m = state.membrane()
 MAX_SCOPES = 15  # bars in the scope chart: each keeps a readable label
 CHART_HEIGHT = 400

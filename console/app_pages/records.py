@@ -1,6 +1,7 @@
-"""Record explorer: filter and search the whole store (paged in the engine) and open any record.
+"""Record explorer: filter and search the store (paged in the engine) and open a record.
 
-An operator page: no trust gate. ``?id=RECORD`` in the URL opens that record.
+Everything comes through the signed-in operator's clearance (the engine gates: above it a record
+is redacted or absent). ``?id=RECORD`` in the URL opens that record.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import pandas as pd
 import streamlit as st
 
 from console import state
+from console.components.clearance import clearance_caption, from_key, key_of, signed_in
 from console.components.record_card import summary
 from console.components.record_detail import render_record
 from console.components.safe import clean, md
 from console.components.time_input import as_of_input
 from console.components.trust_form import LAYERS, SENSITIVITIES
 from membrane_engine.errors import MembraneError, NotFoundError
+from membrane_engine.clearance import scopes_seen
 from membrane_engine.explorer import NO_STATUS, SORTS, Filters, existing, referencing, search, tag_counts
 from membrane_engine.schema import RevisionStatus, format_time
 
@@ -26,17 +29,19 @@ K = "rx"
 PAGE_SIZES = [25, 50, 100, 250]
 STATUSES = [s.value for s in RevisionStatus] + [NO_STATUS]
 
+operator = signed_in()
+clearance = operator.clearance
 m = state.membrane()
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _tags(url: str, seq: int) -> dict[str, int]:
-    return tag_counts(state.membrane())
+def _tags(url: str, seq: int, cleared: tuple) -> dict[str, int]:
+    return tag_counts(state.membrane(), clearance=from_key(cleared))
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def _incoming(url: str, seq: int, record_id: str) -> list[str]:
-    return referencing(state.membrane(), record_id)
+def _incoming(url: str, seq: int, record_id: str, cleared: tuple) -> list[str]:
+    return referencing(state.membrane(), record_id, clearance=from_key(cleared))
 
 
 def open_record(record_id: str) -> None:
@@ -66,10 +71,11 @@ def open_from_table(table_key: str, ids_key: str) -> None:
 
 
 st.title("Record explorer")
-st.caption("Every record in the store, filtered and searched by the engine (no trust gate: this is an operator view).")
+st.caption("The records of the store, filtered and searched by the engine.")
+clearance_caption(operator)
 
 snap_seq = m.columns.current().seq
-tags_available = _tags(m.url, snap_seq)
+tags_available = _tags(m.url, snap_seq, key_of(clearance))
 selected_id = st.query_params.get("id", "")
 if f"{K}_id_box" not in st.session_state:
     st.session_state[f"{K}_id_box"] = selected_id
@@ -82,7 +88,7 @@ with st.container(border=True):
                            help="Case-insensitive substring of the id, a tag or anything in the record's JSON")
     types = c[1].multiselect("Type", LAYERS, key=f"{K}_types")
     sens = c[2].multiselect("Sensitivity", SENSITIVITIES, key=f"{K}_sens")
-    scope_options = [""] + m.scopes()
+    scope_options = [""] + scopes_seen(m, clearance)
     scopes = c[3].multiselect("Scope", scope_options, key=f"{K}_scopes",
                               format_func=lambda s: s if s else "(unscoped)")
     c = st.columns([3, 2, 2, 2])
@@ -108,14 +114,15 @@ fingerprint = hashlib.sha1(json.dumps([filters.__dict__, sort, page_size, str(as
 page_key = f"{K}_page_{fingerprint}"
 page_no = int(st.session_state.get(page_key, 1) or 1)
 try:
-    total, page = search(m, filters, offset=(page_no - 1) * page_size, limit=page_size, sort=sort, as_of=when)
+    total, page = search(m, filters, offset=(page_no - 1) * page_size, limit=page_size, sort=sort, as_of=when,
+                         clearance=clearance)
 except MembraneError as exc:
     st.error(f"The engine refused the search: {exc}")
     st.stop()
 pages = max(1, -(-total // page_size))
 if page_no > pages:  # the store shrank under us
     page_no = 1
-    total, page = search(m, filters, offset=0, limit=page_size, sort=sort, as_of=when)
+    total, page = search(m, filters, offset=0, limit=page_size, sort=sort, as_of=when, clearance=clearance)
 
 head = st.columns([1, 1, 3])
 head[0].metric("Matching records", f"{total:,}")
@@ -152,13 +159,18 @@ selected_id = st.query_params.get("id", "")
 if selected_id:
     box[1].button("Close", on_click=close_record, key=f"{K}_close", width="stretch")
     try:
-        record = m.get(selected_id, as_of=as_of)
+        # Opening a record is an access the engine may log ("who looked", SPEC 10).
+        record = m.view(selected_id, clearance, as_of=as_of, actor=operator.actor)
     except NotFoundError:
-        st.error(f"No live record with id {md(selected_id, 200)} (it may have been pruned or deleted; the Audit "
-                 "log page shows archived records).")
+        st.error(f"No live record with id {md(selected_id, 200)} within your clearance (it may have been pruned "
+                 "or deleted; the Audit log page shows archived records).")
     else:
         st.subheader("Record")
         st.code(clean(record.id, 300), language=None)
-        known = existing(m, [r.target_id for r in record.relations])
+        targets = [r.target_id for r in record.relations]
+        # A target the clearance does not see is "not in the store" as far as this page can say.
+        seen = {rid for rid, v in m.explain_many(targets, clearance).items() if v.value != "hidden"} if targets else set()
+        known = existing(m, targets) & seen
         render_record(record, on_open=open_record, key=f"{K}_detail", known=known,
-                      referenced_by=_incoming(m.url, snap_seq, record.id), as_of=as_of)
+                      referenced_by=None if record.redacted else _incoming(m.url, snap_seq, record.id, key_of(clearance)),
+                      as_of=as_of)

@@ -7,17 +7,21 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console import state
+from console.components.clearance import clearance_caption, signed_in
 from console.components.chart_safety import plot_text, short_id, tidy
 from console.components.safe import clean, md
 from console.components.trust_form import params_from_query, trust_context_form
 from console.components.when import instant_input
 from membrane_engine import RetrieveRequest
+from membrane_engine.clearance import scopes_seen
 from membrane_engine.errors import MembraneError
 from membrane_engine.selector import select
 
 SELECTOR_TYPES = ["competence", "plan_graph"]
 SIGNAL_COLORS = {"applicability": "#60a5fa", "success": "#34d399", "recency": "#fbbf24", "score": "#1e3a8a"}
 
+operator = signed_in()
+clearance = operator.clearance
 m = state.membrane()
 now = m.now()
 
@@ -25,6 +29,7 @@ st.title("Selector inspector")
 st.caption("Retrieval restricted to competence and plan_graph records, then the selector (SPEC 5): three equally "
            "weighted signals per candidate, a confidence from the gap between the best two, and `needs_more` "
            "when that confidence is under the threshold.")
+clearance_caption(operator)
 
 url_defaults, url_problems = params_from_query({k: st.query_params[k] for k in st.query_params})
 for problem in url_problems:
@@ -33,7 +38,7 @@ for problem in url_problems:
 controls, results = st.columns([2, 3], gap="large")
 with controls:
     st.subheader("Request")
-    trust = trust_context_form("sel", m.scopes(), defaults=url_defaults)
+    trust = trust_context_form("sel", scopes_seen(m, clearance), defaults=url_defaults)
     task = st.text_input("Task descriptor", value=url_defaults.get("task", ""), key="sel_task",
                          help="Passed to the selector; it changes applicability only when an embedding provider "
                               "is configured")
@@ -52,7 +57,8 @@ request = RetrieveRequest(trust=trust, task_descriptor=task, memory_types=SELECT
                           min_salience=min_salience, limit=1, as_of=as_of)
 with results:
     try:
-        simulation = m.simulate(request)
+        # The decision is the context's; the candidates shown come through the operator's clearance.
+        simulation = m.simulate(request, clearance=clearance)
     except MembraneError as exc:
         st.error(f"The engine refused the request: {md(exc, 500)}")
         st.stop()
@@ -68,6 +74,13 @@ with results:
     hidden = sum(c.hidden for c in simulation.counts.values())
     below = sum(c.below_min_salience for c in simulation.counts.values())
     redacted = sum(c.redacted for c in simulation.counts.values())
+    if simulation.withheld:
+        st.info(f"{simulation.withheld:,} record(s) this context gets are beyond your clearance: counted, not "
+                "listed; the candidates below are the ones within it.", icon=":material/lock:")
+    if selection is not None and not selection.signals and candidates:
+        st.subheader("No candidate within your clearance")
+        st.info(f"The selector has {candidates:,} candidate(s) for this context, none within your clearance.")
+        st.stop()
     if selection is None or not selection.signals:
         st.subheader("No candidates")
         st.info("No competence or plan_graph record passes this trust context and salience filter, so the selector "

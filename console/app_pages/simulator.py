@@ -13,12 +13,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console import state
+from console.components.clearance import clearance_caption, from_key, key_of, signed_in
 from console.components.charts import VERDICT_COLORS, style
 from console.components.record_card import record_card, show_explanation
 from console.components.safe import clean, md
 from console.components.time_input import as_of_input
 from console.components.trust_form import LAYERS, RequestParams, params_from_query, trust_context_form
 from membrane_engine import RetrieveRequest, TrustContext
+from membrane_engine import clearance as gate
 from membrane_engine.errors import MembraneError, NotFoundError
 from membrane_engine.retrieval import MAX_LIMIT, records_returned
 
@@ -29,10 +31,13 @@ COUNT_LABELS = {"full": "full", "redacted": "redacted", "hidden": "hidden", "bel
 COUNT_HELP = {"full": "Visible in full", "redacted": "Metadata only (sensitivity one level above max)",
               "hidden": "Not visible at all", "below_min_salience": "Visible but below the min salience filter"}
 
+operator = signed_in()
+clearance = operator.clearance
 m = state.membrane()
 st.title("What can this agent see?")
 st.caption("Layered retrieval as the engine runs it for one trust context: what comes back in full, what comes back "
            "redacted (metadata only), what stays hidden, and why.")
+clearance_caption(operator)
 
 # ---------------------------------------------------------------------------- defaults from the URL
 
@@ -60,7 +65,7 @@ for problem in st.session_state.get(f"{K}_url_problems", []):
 form_left, form_right = st.columns(2, gap="large")
 with form_left:
     st.subheader("Trust context")
-    trust = trust_context_form(K, m.scopes(), st.session_state.get(f"{K}_trust_defaults"))
+    trust = trust_context_form(K, gate.scopes_seen(m, clearance), st.session_state.get(f"{K}_trust_defaults"))
 with form_right:
     st.subheader("Request")
     task = st.text_input("Task descriptor", key=f"{K}_task", help="What the agent is about to do (used by the selector)")
@@ -90,21 +95,22 @@ CHUNK = 100  # records materialized per step while paging the ranked list
 
 @st.cache_resource(show_spinner="Simulating…", max_entries=16, ttl=600)
 def _simulation(url: str, seq: int, trust_key: tuple, task_: str, types_: tuple[str, ...], min_s: float, limit_: int,
-                when_iso: str):
+                when_iso: str, cleared: tuple):
     """One simulation, kept while the store is unchanged (keyed by its change counter). Shared,
-    never mutated by the page. The trust context travels as a tuple of its fields."""
+    never mutated by the page. The trust context travels as a tuple of its fields; the records
+    come through the operator's clearance (``cleared``): counts whole, content within it."""
     max_sensitivity, authenticated, actor_id, scopes = trust_key
     ctx = TrustContext(max_sensitivity=max_sensitivity, authenticated=authenticated, actor_id=actor_id,
                        scopes=list(scopes))
     return state.membrane().simulate(RetrieveRequest(
         trust=ctx, task_descriptor=task_, memory_types=list(types_), min_salience=min_s, limit=limit_,
-        as_of=datetime.fromisoformat(when_iso)))
+        as_of=datetime.fromisoformat(when_iso)), clearance=from_key(cleared))
 
 
 def simulate(memory_types: list[str], limit_: int):
     trust_key = (trust.max_sensitivity.value, trust.authenticated, trust.actor_id, tuple(trust.scopes))
     return _simulation(m.url, m.columns.current().seq, trust_key, task, tuple(memory_types), float(min_salience),
-                       int(limit_), when.isoformat())
+                       int(limit_), when.isoformat(), key_of(clearance))
 
 
 def materialized(total_wanted: int) -> int:
@@ -121,7 +127,7 @@ def pager(total: int, key: str) -> int:
 
 
 def explainer(record_id: str):
-    return lambda: m.explain(record_id, trust, as_of=when, min_salience=float(min_salience))
+    return lambda: gate.explain(m, record_id, trust, clearance, as_of=when, min_salience=float(min_salience))
 
 
 def cards(records: list, offset: int, key: str) -> None:
@@ -143,6 +149,8 @@ except MembraneError as exc:
     st.stop()
 
 returned = records_returned(sim.total_matching, int(limit))
+# The records the operator may be shown: those the context gets that the clearance does not hide.
+listed_total = records_returned(sim.total_matching - sim.withheld, int(limit))
 totals = {c: sum(getattr(lc, c) for lc in sim.counts.values()) for c in LAYER_COLUMNS}
 
 st.divider()
@@ -211,12 +219,18 @@ with tabs[0]:
         st.caption("All layers merged, sorted by salience at the as-of instant; the limit applies here"
                    + (f" (with no limit, the first {MAX_LIMIT:,} of {sim.total_matching:,})."
                       if returned < sim.total_matching and not limit else "."))
+        if sim.withheld:
+            st.info(f"{sim.withheld:,} of the {sim.total_matching:,} records this context gets are beyond your "
+                    "clearance: they are counted above, not listed.", icon=":material/lock:")
         if not returned:
             st.info("Nothing is returned for this context and request.")
+        elif not listed_total:
+            st.caption("No returned record is within your clearance.")
         else:
-            offset = pager(returned, layer_page_key)
+            offset = pager(listed_total, layer_page_key)
             page = sim.response.records[offset:offset + PAGE_SIZE]
-            st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {returned:,}.")
+            st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {listed_total:,}"
+                       + (" within your clearance." if sim.withheld else "."))
             cards(page, offset, "ranked")
 for tab, layer in zip(tabs[1:], layer_names):
     with tab:
@@ -229,7 +243,12 @@ for tab, layer in zip(tabs[1:], layer_names):
         if not n:
             st.info("No record of this layer is visible to this context.")
             continue
-        listed = records_returned(n, 0)  # a layer lists what a retrieve of that layer alone returns
+        # A layer lists what a retrieve of that layer alone returns, within the clearance.
+        n -= simulate([layer], CHUNK).withheld
+        if not n:
+            st.info("No record of this layer the context sees is within your clearance.")
+            continue
+        listed = records_returned(n, 0)
         offset = pager(listed, f"{K}_page_{layer}")
         sub = simulate([layer], materialized(offset + PAGE_SIZE))
         page = sub.response.records[offset:offset + PAGE_SIZE]
@@ -243,6 +262,7 @@ with st.expander("Explain any record (including hidden ones)"):
     rid = st.text_input("Record id", key=f"{K}_explain_id")
     if rid.strip():
         try:
-            show_explanation(m.explain(rid.strip(), trust, as_of=when, min_salience=float(min_salience)))
+            show_explanation(gate.explain(m, rid.strip(), trust, clearance, as_of=when,
+                                          min_salience=float(min_salience)))
         except NotFoundError:
-            st.error(f"No record with id {md(rid, 200)}.")
+            st.error(f"No record with id {md(rid, 200)} within your clearance.")

@@ -11,22 +11,28 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console import state
+from console.components.clearance import clearance_caption, signed_in
 from console.components.charts import VERDICT_COLORS, style
 from console.components.record_card import record_card, show_explanation
 from console.components.safe import clean
 from console.components.trust_form import (LAYERS, SENSITIVITIES, context_from_query, context_query,
                                            trust_context_form)
+from membrane_engine.clearance import scopes_seen
 from membrane_engine.errors import NotFoundError
+from membrane_engine.trust import Verdict, gate_as_read, stricter
 from membrane_engine.whatif import compare, record_view
 
 PAGE_SIZE = 25
 VERDICT_RANK = {"hidden": 0, "redacted": 1, "full": 2}
 ARROW = "→"
 
+operator = signed_in()
+clearance = operator.clearance
 m = state.membrane()
 st.title("What-if")
 st.caption("Compare two trust contexts: how many records each sees, and exactly which records change verdict "
            "(hidden → redacted, redacted → full, ...) with the engine's reasons on both sides.")
+clearance_caption(operator)
 
 
 def proposed_change(a: dict) -> dict:
@@ -54,7 +60,7 @@ def copy_a_to_b(change: bool) -> None:
     st.session_state["wb_preset"] = "Custom"
 
 
-scopes = m.scopes()
+scopes = scopes_seen(m, clearance)
 # Both contexts live in the URL (a_* and b_* parameters), so a comparison can be shared.
 url_a, url_problems = context_from_query("a_", st.query_params.to_dict())
 url_b, problems_b = context_from_query("b_", st.query_params.to_dict())
@@ -115,11 +121,19 @@ st.subheader("Records whose verdict changes")
 kinds = ["all"] + [f"{a} {ARROW} {b}" for (a, b) in diff.transitions]
 kind = st.selectbox("Show", kinds, key="wi_kind")
 transition = None if kind == "all" else tuple(kind.split(f" {ARROW} "))
-n = diff.changed if transition is None else diff.transitions[transition]
+# Counts are whole; the rows listed are the changed records the operator's clearance sees.
+n_all = diff.changed if transition is None else diff.transitions[transition]
+n = compare(m, trust_a, trust_b, memory_types=types, transition=transition, limit=0, clearance=clearance).listed
+if n < n_all:
+    st.info(f"{n_all - n:,} of these {n_all:,} changed records are beyond your clearance: counted, not listed.",
+            icon=":material/lock:")
+if not n:
+    st.stop()
 pages = max(1, -(-n // PAGE_SIZE))
 page_no = st.pagination(pages, key="wi_page") if pages > 1 else 1
 offset = (min(max(1, int(page_no or 1)), pages) - 1) * PAGE_SIZE
-shown = compare(m, trust_a, trust_b, memory_types=types, transition=transition, offset=offset, limit=PAGE_SIZE).rows
+shown = compare(m, trust_a, trust_b, memory_types=types, transition=transition, offset=offset, limit=PAGE_SIZE,
+                clearance=clearance).rows
 st.caption(f"Showing {offset + 1:,}–{offset + len(shown):,} of {n:,} changed records. Gains first, then losses. "
            "Records hidden under both contexts never appear.")
 
@@ -152,7 +166,7 @@ event = st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f
 picked = event.selection.rows if event is not None and hasattr(event, "selection") else []
 if picked:
     change = shown[picked[0]]
-    st.markdown("**Selected record** as the more permissive of the two contexts sees it")
+    st.markdown("**Selected record** as the more permissive of the two contexts sees it, within your clearance")
     try:
         shown_view = record_view(m, change.id, trust_a, trust_b)
     except NotFoundError:
@@ -162,6 +176,12 @@ if picked:
         st.info("Neither context sees this record any more: it has been reclassified since.")
     else:
         view, best = shown_view
+        # Then through the operator's clearance: the stricter of the two verdicts is what is shown.
+        view = gate_as_read(view, clearance)
+        if view is None:
+            st.info("The record is beyond your clearance now.")
+            st.stop()
+        best = stricter(best, Verdict.REDACTED if view.redacted else Verdict.FULL)
         record_card(view, verdict=best.value, key="wi_selected")
         ex_a, ex_b = st.columns(2)
         with ex_a:

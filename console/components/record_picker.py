@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from membrane_engine import Membrane
+from membrane_engine import Membrane, TrustContext
 from membrane_engine.lookups import search_records
 
 from .safe import clean, md
@@ -22,12 +22,23 @@ def ids_from_url(live: set[str] | None = None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def record_picker(membrane: Membrane, key: str, label: str = "Records", *, from_url: bool = True,
-                  max_selections: int | None = None, limit: int = 200, help: str | None = None) -> list[str]:
-    """Search box plus multiselect; returns the chosen ids (live records only)."""
+def _offered(membrane: Membrane, ids: list[str], clearance: TrustContext, full_only: bool) -> set[str]:
+    """Which of ``ids`` the picker may offer: live records the clearance sees (in full)."""
+    wanted = {"full"} if full_only else {"full", "redacted"}
+    live = set(membrane.ids()) & set(ids)
+    return {rid for rid, v in membrane.explain_many(sorted(live), clearance).items() if v.value in wanted} if live else set()
+
+
+def record_picker(membrane: Membrane, key: str, label: str = "Records", *, clearance: TrustContext,
+                  full_only: bool = False, from_url: bool = True, max_selections: int | None = None,
+                  limit: int = 200, help: str | None = None) -> list[str]:
+    """Search box plus multiselect; returns the chosen ids: live records the operator's
+    ``clearance`` sees (with ``full_only``, sees in full). Others are "not in the store" here."""
     state_key = f"{key}_ids"
     if state_key not in st.session_state:
-        live = set(membrane.ids()) if from_url and st.query_params.get_all("id") else set()
+        raw = st.query_params.get_all("id") if from_url else []
+        named = list(dict.fromkeys(raw + ids_from_url()))  # whole values too: an id may contain commas
+        live = _offered(membrane, named, clearance, full_only) if named else set()
         initial = ids_from_url(live) if from_url else []
         missing = [i for i in initial if i not in live]
         if missing:
@@ -36,7 +47,7 @@ def record_picker(membrane: Membrane, key: str, label: str = "Records", *, from_
         st.session_state[state_key] = chosen[:max_selections] if max_selections else chosen
     query = st.text_input("Find records by id or tag", key=f"{key}_query", placeholder="part of an id or a tag",
                           help="Case-insensitive substring match on ids and tags")
-    hits = search_records(membrane, query, limit=limit)
+    hits = search_records(membrane, query, limit=limit, clearance=clearance, full_only=full_only)
     labels = {h.id: f"{h.id} · {h.type}" + (f" · {', '.join(h.tags[:3])}" if h.tags else "") for h in hits}
     chosen = list(st.session_state.get(state_key, []))
     options = list(dict.fromkeys(chosen + [h.id for h in hits]))
