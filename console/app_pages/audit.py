@@ -158,7 +158,8 @@ if total:
                                  hovertemplate="%{x|%Y-%m-%d %H:%M}<br>" + name + ": %{y}<extra></extra>"))
     unit = {3600: "hour", 86400: "day", 7 * 86400: "week"}[bucket]
     fig.update_layout(barmode="stack", xaxis_title="time (UTC)", yaxis_title="entries")
-    st.caption(f"Matching entries per {unit}, by action.")
+    st.caption(f"Matching entries per {unit}, by action: counts over every record's entries, those beyond your "
+               "clearance included (a count shows no content).")
     st.plotly_chart(tidy(fig, height=320), key="audit_activity")
 else:
     st.caption("No entry matches the filter.")

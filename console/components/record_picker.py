@@ -42,7 +42,8 @@ def record_picker(membrane: Membrane, key: str, label: str = "Records", *, clear
         initial = ids_from_url(live) if from_url else []
         missing = [i for i in initial if i not in live]
         if missing:
-            st.warning("Not in the store: " + ", ".join(md(i, 80) for i in missing[:5]), icon=":material/warning:")
+            st.warning("Not in the store, or beyond your clearance: " + ", ".join(md(i, 80) for i in missing[:5]),
+                       icon=":material/warning:")
         chosen = [i for i in initial if i in live]
         st.session_state[state_key] = chosen[:max_selections] if max_selections else chosen
     query = st.text_input("Find records by id or tag", key=f"{key}_query", placeholder="part of an id or a tag",
