@@ -134,6 +134,8 @@ def simulate(membrane: "Membrane", request: RetrieveRequest, clearance: TrustCon
     clearance = as_trust(clearance, "clearance")
     if isinstance(request, dict):
         request = RetrieveRequest(**request)
+    if isinstance(request, RetrieveRequest) and request.as_of is None:  # both runs at one instant
+        request = request.model_copy(update={"as_of": membrane.now()})
     asked = membrane.simulate(request, counts=counts)
     trust = as_trust(request.trust)
     if covers(clearance, trust):
