@@ -253,3 +253,17 @@ def test_curate_offers_only_records_seen_in_full():
     no_exception(at)
     assert at.multiselect(key="curate_ids").value == [one("low", "alpha")]
     assert not leaked(at, LOW_BAD)
+
+
+def test_audit_csv_goes_through_the_clearance(canary_url):
+    from console.components.audit_table import filtered_csv
+
+    m = Membrane.open(canary_url, load_sample=False)
+    try:
+        text = filtered_csv(m, {"clearance": LOW.clearance}).decode("utf-8")
+        everything = filtered_csv(m, {}).decode("utf-8")
+    finally:
+        m.close()
+    assert not set(cs.CANARY_RE.findall(text)) & LOW_BAD
+    assert set(cs.CANARY_RE.findall(everything)) & LOW_BAD  # the same export without it would leak
+    assert "(withheld: beyond your clearance)" in text
