@@ -15,6 +15,7 @@ audit actions (SPEC 6) and nothing in the engine updates or deletes one.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -145,11 +146,19 @@ def simulate(membrane: "Membrane", request: RetrieveRequest, clearance: TrustCon
     if selection is not None:
         # The decision (confidence, needs_more) is the requested context's: a number, not content.
         # The candidates listed are the ones the clearance sees, each as the narrowed run shows it.
+        # A candidate the clearance sees redacted keeps its applicability (its confidence, which
+        # a redacted view shows); its success and recency come from what that view withholds
+        # (payload, lifecycle), so they and the score made from them are not shown (NaN).
         seen = {r.id: r for r in (narrowed.response.selection.selected if narrowed.response.selection else [])}
+
+        def shown_signals(s):
+            if not seen[s.record_id].redacted or s.redacted:
+                return s
+            return replace(s, success=math.nan, recency=math.nan, score=math.nan, redacted=True)
+
         selection = selection.model_copy(update={
             "selected": [seen[r.id] for r in selection.selected if r.id in seen],
-            "signals": [replace(s, redacted=s.redacted or seen[s.record_id].redacted)
-                        for s in selection.signals if s.record_id in seen],
+            "signals": [shown_signals(s) for s in selection.signals if s.record_id in seen],
         })
     response = narrowed.response.model_copy(update={"selection": selection})
     return Simulation(response, asked.counts, asked.total_matching,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -98,8 +100,10 @@ with results:
     c1.metric("Candidates", f"{candidates:,}", help=f"Competence and plan records that passed gating and the "
                                                     f"salience filter ({redacted:,} of them redacted); {hidden:,} "
                                                     f"hidden by trust, {below:,} below min salience")
-    c2.metric("Best score", f"{best.score:.4f}",
-              delta=f"{best.score - runner.score:+.4f} lead" if runner else None, delta_color="off",
+    # A candidate your clearance sees redacted has no score shown (NaN from the engine).
+    scored = math.isfinite(best.score) and (runner is None or math.isfinite(runner.score))
+    c2.metric("Best score", f"{best.score:.4f}" if math.isfinite(best.score) else "—",
+              delta=f"{best.score - runner.score:+.4f} lead" if runner and scored else None, delta_color="off",
               help="The selected candidate's score; the delta is its lead over the runner-up's score"
               if runner else "The selected candidate's score (no runner-up)")
     c3.metric("Confidence", f"{selection.confidence:.4f}",
@@ -144,8 +148,10 @@ with results:
             hovertemplate="%{customdata}<br>" + signal + " = %{x:.4f}<extra></extra>"))
     # The best score as a dotted line named in the legend (a text annotation on the line would
     # sit in the top margin and collide with the legend).
-    fig.add_vline(x=best.score, line=dict(color=SIGNAL_COLORS["score"], dash="dot", width=1))
+    if math.isfinite(best.score):
+        fig.add_vline(x=best.score, line=dict(color=SIGNAL_COLORS["score"], dash="dot", width=1))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"best {best.score:.3f}", hoverinfo="skip",
+                             visible=True if math.isfinite(best.score) else False,
                              line=dict(color=SIGNAL_COLORS["score"], dash="dot", width=1)))
     fig.update_layout(barmode="group", bargroupgap=0.05, xaxis=dict(range=[0, 1.05], title="signal value"),
                       yaxis=dict(autorange="reversed", title=None))
@@ -166,4 +172,5 @@ with results:
                  column_config={c: number for c in ("applicability", "success", "recency", "score", "salience")})
     if redacted:
         st.caption("Redacted candidates (one level above the context's max sensitivity) have no payload and score "
-                   "0.5 on every signal.")
+                   "0.5 on every signal; those only your clearance redacts are shown without success, recency and "
+                   "score (they come from what a redacted view withholds).")

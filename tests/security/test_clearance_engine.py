@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 
 import pytest
 from sqlalchemy import select
@@ -166,6 +167,8 @@ def test_a_wider_simulation_shows_its_counts_and_nothing_beyond_the_clearance(ca
     sel = seen.response.selection
     assert sel is not None and sel.confidence == plain.response.selection.confidence
     assert all(want[s.record_id] != "hidden" for s in sel.signals)
+    for s in sel.signals:  # seen redacted by the clearance only: nothing made from withheld content
+        assert math.isnan(s.success) == math.isnan(s.score) == (want[s.record_id] == "redacted"), s
     assert not leaks([r.to_json_dict() for r in seen.response.records + sel.selected], forbidden(sens, scopes))
 
 
