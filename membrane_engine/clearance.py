@@ -28,7 +28,7 @@ from .errors import NotFoundError, ValidationError
 from .retrieval import Explanation, RetrieveRequest, Simulation
 from .schema import UTC, MemoryRecord, Sensitivity, check_id, sensitivity_level, to_epoch
 from .store import access_log, archive, audit_entries, records
-from .trust import TrustContext, Verdict, as_trust, covers, decide, narrowest, redact, stricter
+from .trust import TrustContext, Verdict, as_trust, covers, decide, gate_as_read, narrowest, stricter
 
 if TYPE_CHECKING:  # pragma: no cover
     from .membrane import Membrane
@@ -74,12 +74,9 @@ def verdict_of(sensitivity: Any, scope: str, clearance: TrustContext) -> Verdict
 
 
 def shown(record: MemoryRecord, clearance: TrustContext) -> MemoryRecord | None:
-    """``record`` as ``clearance`` may see it, decided on the record's own labels: whole,
-    redacted, or None."""
-    verdict = verdict_of(record.sensitivity, record.scope, clearance)
-    if verdict is Verdict.FULL:
-        return record
-    return redact(record) if verdict is Verdict.REDACTED else None
+    """``record`` as ``clearance`` may see it, decided on the labels read with its content:
+    whole, redacted, or None (``trust.gate_as_read``)."""
+    return gate_as_read(record, clearance)
 
 
 # --------------------------------------------------------------------------- one record
