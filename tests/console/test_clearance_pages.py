@@ -24,7 +24,9 @@ from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane
 
-from operator_kit import ROOT, operator, signed
+from membrane_engine.operators import Operator, Role
+from session_kit import TEST_ADMIN as ROOT
+from session_kit import sign_in
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT_DIR / "tests" / "security"))
@@ -83,8 +85,12 @@ def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
+def operator(name: str, max_sensitivity: str, scopes=(), role: str = "viewer") -> Operator:
+    return Operator(name=name, role=Role(role), max_sensitivity=max_sensitivity, scopes=list(scopes))
+
+
 def page(name: str, who=ROOT) -> AppTest:
-    return signed(AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT), who)
+    return sign_in(AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT), who)
 
 
 def drive(name: str, who, wide: bool = True) -> Iterator[AppTest]:
@@ -122,7 +128,7 @@ def drive(name: str, who, wide: bool = True) -> Iterator[AppTest]:
 @pytest.mark.parametrize("clearance", CLEARANCES, ids=clearance_id)
 def test_clearance_leak_grid(name, clearance):
     sens, scopes = clearance
-    who = operator(f"op-{sens}", sens, scopes)
+    who = operator(f"op-{sens}", sens, scopes, role="curator")  # a curator: the curate page shows records
     bad = cs.forbidden_canaries(RECORDS, sens, scopes)
     for at in drive(name, who):
         no_exception(at)
@@ -139,8 +145,8 @@ def test_clearance_leak_grid(name, clearance):
 
 @pytest.mark.parametrize("name", ["records", "simulator", "selector", "decay", "audit", "curate"])
 def test_the_grid_is_not_blind(name):
-    """Positive control: as root the same pages show canaries (of records root sees in full), so
-    the search above would find a leak."""
+    """Positive control: as an admin with full clearance the same pages show canaries, so the
+    search above would find a leak."""
     shown = set()
     for at in drive(name, ROOT):
         no_exception(at)
@@ -150,7 +156,7 @@ def test_the_grid_is_not_blind(name):
 
 @pytest.mark.parametrize("name", PAGE_NAMES)
 def test_pages_stop_when_nobody_is_signed_in(name):
-    at = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT)
+    at = sign_in(AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT), None)
     if name == "records":
         at.query_params["id"] = one("low", "")
     at.run()
@@ -246,7 +252,7 @@ def test_audit_masks_and_leaves_out():
 
 
 def test_curate_offers_only_records_seen_in_full():
-    at = page("curate", LOW)
+    at = page("curate", operator("lowly-curator", "low", ["alpha"], role="curator"))
     at.query_params["id"] = [one("medium", "alpha"), one("low", "alpha")]
     at.query_params["op"] = "fork"
     at.run()

@@ -15,8 +15,6 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from operator_kit import signed
-
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.explorer import Filters, search
 from membrane_engine.whatif import compare
@@ -59,7 +57,7 @@ def store_env(sample_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
 
 
 def page(name: str) -> AppTest:
-    return signed(AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT))
+    return AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT)
 
 
 def metric(at: AppTest, label: str) -> str:
@@ -117,7 +115,7 @@ def test_overview_salience_follows_as_of(engine: Membrane) -> None:
 
 
 def test_app_default_page_is_overview() -> None:
-    at = signed(AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT)).run()
+    at = AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT).run()
     no_exception(at)
     assert [t.value for t in at.title] == ["Overview"]
 

@@ -16,8 +16,6 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from operator_kit import signed
-
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.lookups import filter_ids
 
@@ -46,7 +44,7 @@ def fresh(url: str) -> Membrane:
 
 
 def page(name: str) -> AppTest:
-    at = signed(AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT))
+    at = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT)
     at.run()
     assert not at.exception, at.exception
     return at
@@ -285,7 +283,7 @@ def test_curate_reinforce_writes_its_audit_entry_and_raises_salience(store):
     before = fresh(store).salience_at(rid, later)
     entries_before = len(fresh(store).audit_log(rid))
 
-    at = signed(AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT))
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
     at.query_params["id"] = rid  # ?id= preselects
     ok(at.run())
     assert at.multiselect(key="curate_ids").value == [rid]
@@ -308,7 +306,7 @@ def test_curate_reinforce_writes_its_audit_entry_and_raises_salience(store):
 def test_curate_destructive_needs_confirmation_and_engine_errors_are_shown(store):
     m = fresh(store)
     episodic = next(r for r in m.retrieve_by_type("episodic", TrustContext(max_sensitivity="hyper")))
-    at = signed(AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT))
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
     at.query_params["id"] = episodic.id
     ok(at.run())
     at.selectbox(key="curate_op").set_value("retract")
@@ -329,7 +327,7 @@ def test_curate_destructive_needs_confirmation_and_engine_errors_are_shown(store
 
 def test_curate_fork_uses_the_prefilled_json_with_a_fresh_id(store):
     rid = pinned_free_record(store)
-    at = signed(AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT))
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
     at.query_params["id"] = rid
     ok(at.run())
     at.selectbox(key="curate_op").set_value("fork")
@@ -495,7 +493,7 @@ def test_hostile_record_strings_stay_inert_on_every_page(store):
     check(at)
     assert HOSTILE_ID in set(table(at, "applicability", "score")["id"])
 
-    at = signed(AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT))
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
     at.query_params["id"] = HOSTILE_ID
     check(at.run())
     check(at.text_area(key="curate_rationale").set_value("**why**").run())
@@ -507,7 +505,7 @@ def test_curate_delete_then_restore_from_the_archive(store):
     rid = pinned_free_record(store)
     m = fresh(store)
     assert m.get(rid).lifecycle.deletion_policy.value != "never"
-    at = signed(AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT))
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
     at.query_params["id"] = rid
     ok(at.run())
     at.selectbox(key="curate_op").set_value("delete")

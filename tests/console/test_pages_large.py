@@ -12,8 +12,6 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from operator_kit import signed
-
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.retrieval import MAX_LIMIT, SELECTED_MAX, records_returned
 
@@ -53,7 +51,7 @@ def metric(at: AppTest, label: str) -> str:
 
 
 def test_simulator_with_no_limit_returns_the_first_records_up_to_the_cap(engine: Membrane) -> None:
-    at = signed(AppTest.from_file(str(PAGES / "simulator.py"), default_timeout=120))
+    at = AppTest.from_file(str(PAGES / "simulator.py"), default_timeout=120)
     at.query_params.update({"as_of": AS_OF, "max_sensitivity": "hyper", "limit": "0"})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -66,7 +64,7 @@ def test_simulator_with_no_limit_returns_the_first_records_up_to_the_cap(engine:
 
 
 def test_selector_counts_every_candidate_and_lists_the_best(engine: Membrane) -> None:
-    at = signed(AppTest.from_file(str(PAGES / "selector.py"), default_timeout=120))
+    at = AppTest.from_file(str(PAGES / "selector.py"), default_timeout=120)
     at.query_params.update({"as_of": AS_OF, "max_sensitivity": "hyper"})
     at.run()
     assert not at.exception, [e.value for e in at.exception]

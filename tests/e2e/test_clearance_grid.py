@@ -7,7 +7,7 @@ browser: not the HTML, not a WebSocket frame (st.dataframe cells travel only the
 download.
 
 Each session signs in through the console's sign-in form as the grid's operator of that
-clearance (viewers, added to the canary store once). CI runs one clearance per page
+clearance (curators, added to the canary store once). CI runs one clearance per page
 (rotating through the grid: nine pages, nine different clearances); MEMBRANE_SECURITY_FULL=1
 runs every clearance on every page (marked slow). The same grid without a browser, every cell,
 is tests/console/test_clearance_pages.py.
@@ -42,7 +42,7 @@ GRID = [pytest.param(page, c, id=f"{page}-{operator_name(c)}",
 
 @pytest.fixture(scope="module")
 def grid_operators(canary_store_url) -> None:
-    """The grid's operators (viewers: the grid reads) in the canary store, once."""
+    """The grid's operators in the canary store, once (curators: the curate page shows them records)."""
     from membrane_engine import Membrane
 
     m = Membrane.open(canary_store_url, load_sample=False)
@@ -50,7 +50,7 @@ def grid_operators(canary_store_url) -> None:
         have = {o.name for o in m.operators.list()}
         for c in CLEARANCES:
             if operator_name(c) not in have:
-                m.operators.add(operator_name(c), "viewer", c[0], list(c[1]), password=PASSWORD, actor="e2e-grid")
+                m.operators.add(operator_name(c), "curator", c[0], list(c[1]), password=PASSWORD, actor="e2e-grid")
     finally:
         m.close()
 

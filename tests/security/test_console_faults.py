@@ -12,8 +12,6 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from operator_kit import signed
-
 from membrane_engine import Membrane
 
 from security_kit import simple
@@ -51,7 +49,7 @@ def _main_error(at: AppTest) -> str:
 ], ids=["closed-port", "unknown-host", "unknown-driver"])
 def test_app_with_an_unreachable_store_shows_a_clear_error(url: str, words: list[str], monkeypatch):
     monkeypatch.setenv("MEMBRANE_DB_URL", url)
-    at = signed(AppTest.from_file(APP, default_timeout=TIMEOUT)).run()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     _no_traceback(at)
     message = _main_error(at)
     for w in words:
@@ -63,7 +61,7 @@ def test_app_with_an_unreachable_store_shows_a_clear_error(url: str, words: list
 def test_app_with_a_store_directory_that_cannot_exist(tmp_path: Path, monkeypatch):
     (tmp_path / "a-file").write_text("a file where the store's directory should be")
     monkeypatch.setenv("MEMBRANE_DB_URL", f"sqlite:///{tmp_path / 'a-file' / 'sub' / 'm.db'}")
-    at = signed(AppTest.from_file(APP, default_timeout=TIMEOUT)).run()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     _no_traceback(at)
     assert "does not exist" in _main_error(at)  # a named store is never given a directory it lacks
 
@@ -76,7 +74,7 @@ def test_app_whose_store_disappears_mid_session(tmp_path: Path, monkeypatch):
     m.import_records([simple("a"), simple("b", "competence")])
     m.close()
     monkeypatch.setenv("MEMBRANE_DB_URL", url)
-    at = signed(AppTest.from_file(APP, default_timeout=TIMEOUT)).run()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     _no_traceback(at)
     assert not at.main.error, [e.value for e in at.main.error]
     shutil.rmtree(folder)
