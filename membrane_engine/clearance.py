@@ -249,7 +249,10 @@ def audit_query(membrane: "Membrane", clearance: TrustContext, actor: str | None
 
 def audit_rows(membrane: "Membrane", record_id: str, clearance: TrustContext) -> list[AuditRow]:
     """One record's chain through a clearance (empty for a record it does not see)."""
-    total, rows = audit_query(membrane, clearance, record_id=check_id(record_id), limit=1_000_000)
+    clearance = as_trust(clearance, "clearance")
+    if sees_everything(clearance):
+        return membrane.audit_rows(record_id)
+    total, rows = audit_query(membrane, clearance, record_id=check_id(record_id), limit=100_000)
     return sorted(rows, key=lambda r: r.position)
 
 
