@@ -8,7 +8,7 @@ download.
 
 Each session signs in through the console's sign-in form as the grid's operator of that
 clearance (curators, added to the canary store once). CI runs one clearance per page
-(rotating through the grid: nine pages, nine different clearances); MEMBRANE_SECURITY_FULL=1
+(rotating through the grid: each page once, with a different clearance); MEMBRANE_SECURITY_FULL=1
 runs every clearance on every page (marked slow). The same grid without a browser, every cell,
 is tests/console/test_clearance_pages.py.
 """
