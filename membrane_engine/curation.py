@@ -283,7 +283,8 @@ def _no_episodic(records: Iterable[MemoryRecord], op: str) -> None:
 
 def _status(record: MemoryRecord) -> str | None:
     if isinstance(record.payload, SemanticPayload):
-        return record.payload.revision.status.value if record.payload.revision else RevisionStatus.ACTIVE.value
+        revision = record.payload.revision
+        return (revision.status or RevisionStatus.ACTIVE).value if revision else RevisionStatus.ACTIVE.value
     return None
 
 
@@ -602,7 +603,8 @@ def plan_delete(v: _View, now: datetime, id: str, actor: str, rationale: str) ->
     b = _Builder("delete", now)
     s_now = salience_of(record, now, _stored_anchor(row))
     entry = b.entry(rid, AuditAction.DELETE, actor, f"deleted: {rationale}",
-                    {"archived": True, "salience": s_now, "deletion_policy": record.lifecycle.deletion_policy.value})
+                    {"archived": True, "salience": s_now,
+                     "deletion_policy": record.lifecycle.deletion_policy.value if record.lifecycle.deletion_policy else ""})
     _archive(b, row, record, v.logs([rid])[rid], entry)
     return b.build()
 

@@ -14,11 +14,12 @@ import re
 import sys
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import orjson
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -218,8 +219,73 @@ class EdgeKind(str, Enum):
 # --------------------------------------------------------------------------- base
 
 
+def go_empty(value: Any) -> bool:
+    """Go's encoding/json "empty value" (what ``omitempty`` leaves out): false, 0, "", a nil
+    pointer or interface (None), an empty list or map."""
+    if value is None or value is False:
+        return True
+    if isinstance(value, (int, float)):
+        return value == 0
+    if isinstance(value, (str, list, dict, tuple)):
+        return len(value) == 0
+    return False
+
+
+class NullList(list):
+    """An empty list that was ``null`` in the JSON read: Go's nil slice. It reads as an empty
+    list, and a field Membrane always writes is written back as ``null`` while it stays empty
+    (so a record Membrane wrote comes back out with the same bytes)."""
+
+    __slots__ = ()
+
+
+def _list_or_null(value: Any, handler: Any) -> list:
+    return NullList() if value is None else handler(value)
+
+
+def _dict_or_null(value: Any, handler: Any) -> dict:
+    # Every map of Membrane's schema is omitempty, so a nil map is simply left out again.
+    return {} if value is None else handler(value)
+
+
+OrNull = WrapValidator(_list_or_null)  # a list field that reads ``null`` as empty (SPEC 1)
+MapOrNull = WrapValidator(_dict_or_null)
+
+
 class MembraneModel(BaseModel):
+    """Base of the record's models. Each class names, in Membrane's struct tags' terms, the
+    fields written only when not empty (``omitempty``), the pointer fields written only when
+    set (``omitnil``), and the list fields written as ``null`` when unset (``null_lists``)."""
+
     model_config = ConfigDict(extra="allow", use_enum_values=False, validate_assignment=False)
+    omitempty: ClassVar[tuple[str, ...]] = ()
+    omitnil: ClassVar[tuple[str, ...]] = ()
+    null_lists: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _membrane_shape(self, handler):
+        return membrane_shape(self, handler(self))
+
+
+def membrane_shape(obj: MembraneModel, data: dict[str, Any]) -> Any:
+    """``data`` (the fields of ``obj``, dumped or raw, keyed by their JSON names) shaped as Go's
+    encoding/json writes Membrane's struct: empty omitempty fields and unset pointers left
+    out, nil lists written as null. The one rule for pydantic's dump and the store's fast
+    path (store._plain_dump). Changes ``data`` in place; callers pass a copy."""
+    cls = type(obj)
+    for name in cls.omitempty:
+        if name in data and go_empty(data[name]):
+            del data[name]
+    for name in cls.omitnil:
+        if name in data and data[name] is None:
+            del data[name]
+    for name in cls.null_lists:
+        value = obj.__dict__.get(name)
+        if type(value) is NullList and not value:
+            data[name] = None
+    if cls is EntityAlias and len(data) == 1 and "value" in data:
+        return data["value"]  # Membrane's EntityAlias.MarshalJSON: a plain alias is a string
+    return data
 
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
@@ -234,9 +300,13 @@ class DecayProfile(MembraneModel):
     half_life_seconds: int = Field(default=86400, ge=0, le=INT64_MAX)
     min_salience: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
     max_age_seconds: int = Field(default=0, ge=0, le=INT64_MAX)
-    reinforcement_gain: float = Field(default=0.1, allow_inf_nan=False)
+    # Absent in Membrane JSON means Go's zero value (SPEC 1): no gain, not a default one.
+    reinforcement_gain: float = Field(default=0.0, allow_inf_nan=False)
     # Extension (SPEC 2): piecewise-linear factor curve of a custom profile.
     points: list[tuple[float, float]] | None = None
+
+    omitempty = ("min_salience", "max_age_seconds", "reinforcement_gain")
+    omitnil = ("points",)
 
     @field_validator("points")
     @classmethod
@@ -255,30 +325,19 @@ class DecayProfile(MembraneModel):
                 raise ValueError(f"custom decay point [{t}, {f}] is out of range")
         return points
 
-    @model_serializer(mode="wrap")
-    def _drop_unset_points(self, handler):
-        data = handler(self)
-        if data.get("points") is None:
-            data.pop("points", None)
-        return data
-
 
 class Lifecycle(MembraneModel):
     decay: DecayProfile = Field(default_factory=DecayProfile)
     last_reinforced_at: UTCDateTime | None = None
     pinned: bool = False
-    deletion_policy: DeletionPolicy = DeletionPolicy.AUTO_PRUNE
+    # None is Membrane's empty policy (the field left out): never auto-pruned, deletable by hand.
+    deletion_policy: DeletionPolicy | None = None
     # Extension fields (SPEC 2): the salience anchor, kept exactly through export/import.
     anchor_salience: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     anchor_at: UTCDateTime | None = None
 
-    @model_serializer(mode="wrap")
-    def _drop_unset_anchor(self, handler):
-        data = handler(self)
-        for key in ("anchor_salience", "anchor_at"):
-            if data.get(key) is None:
-                data.pop(key, None)
-        return data
+    omitempty = ("pinned", "deletion_policy")
+    omitnil = ("anchor_salience", "anchor_at")
 
 
 # --------------------------------------------------------------------------- provenance, relations, audit
@@ -291,28 +350,25 @@ class ProvenanceSource(MembraneModel):
     created_by: str | None = None
     timestamp: UTCDateTime | None = None
 
-    @model_serializer(mode="wrap")
-    def _drop_none(self, handler):
-        return {k: v for k, v in handler(self).items() if v is not None}
+    omitempty = ("hash", "created_by")
+    omitnil = ("timestamp",)
 
 
 class Provenance(MembraneModel):
-    sources: list[ProvenanceSource] = Field(default_factory=list)
+    sources: Annotated[list[ProvenanceSource], OrNull] = Field(default_factory=list)
     created_by: str | None = None
 
-    @model_serializer(mode="wrap")
-    def _drop_none(self, handler):
-        data = handler(self)
-        if data.get("created_by") is None:
-            data.pop("created_by", None)
-        return data
+    omitempty = ("created_by",)
+    null_lists = ("sources",)
 
 
 class Relation(MembraneModel):
     predicate: str
     target_id: str
-    weight: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    weight: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)  # absent: Go's zero
     created_at: UTCDateTime | None = None
+
+    omitempty = ("weight",)
 
 
 class AuditEntry(MembraneModel):
@@ -331,32 +387,43 @@ class TimelineEvent(MembraneModel):
     ref: str = ""
     summary: str = ""
 
+    omitempty = ("summary",)
+
 
 class ToolNode(MembraneModel):
     id: str
     tool: str = ""
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: Annotated[dict[str, Any], MapOrNull] = Field(default_factory=dict)
     result: Any = None
     timestamp: UTCDateTime | None = None
-    depends_on: list[str] = Field(default_factory=list)
+    depends_on: Annotated[list[str], OrNull] = Field(default_factory=list)
+
+    omitempty = ("args", "depends_on")
+    omitnil = ("result",)
 
 
 class EnvironmentSnapshot(MembraneModel):
     os: str = ""
     os_version: str = ""
-    tool_versions: dict[str, str] = Field(default_factory=dict)
+    tool_versions: Annotated[dict[str, str], MapOrNull] = Field(default_factory=dict)
     working_directory: str = ""
-    context: dict[str, Any] = Field(default_factory=dict)
+    context: Annotated[dict[str, Any], MapOrNull] = Field(default_factory=dict)
+
+    omitempty = ("os", "os_version", "tool_versions", "working_directory", "context")
 
 
 class EpisodicPayload(MembraneModel):
     kind: Literal["episodic"]
-    timeline: list[TimelineEvent] = Field(default_factory=list)
-    tool_graph: list[ToolNode] = Field(default_factory=list)
+    timeline: Annotated[list[TimelineEvent], OrNull] = Field(default_factory=list)
+    tool_graph: Annotated[list[ToolNode], OrNull] = Field(default_factory=list)
     environment: EnvironmentSnapshot | None = None
     outcome: OutcomeStatus | None = None
-    artifacts: list[str] = Field(default_factory=list)
+    artifacts: Annotated[list[str], OrNull] = Field(default_factory=list)
     tool_graph_ref: str = ""
+
+    omitempty = ("tool_graph", "outcome", "artifacts", "tool_graph_ref")
+    omitnil = ("environment",)
+    null_lists = ("timeline",)
 
 
 class Constraint(MembraneModel):
@@ -365,15 +432,19 @@ class Constraint(MembraneModel):
     value: Any = None
     required: bool = False
 
+    omitempty = ("required",)
+
 
 class WorkingPayload(MembraneModel):
     kind: Literal["working"]
     thread_id: str = ""
     state: TaskState = TaskState.PLANNING
-    active_constraints: list[Constraint] = Field(default_factory=list)
-    next_actions: list[str] = Field(default_factory=list)
-    open_questions: list[str] = Field(default_factory=list)
+    active_constraints: Annotated[list[Constraint], OrNull] = Field(default_factory=list)
+    next_actions: Annotated[list[str], OrNull] = Field(default_factory=list)
+    open_questions: Annotated[list[str], OrNull] = Field(default_factory=list)
     context_summary: str = ""
+
+    omitempty = ("active_constraints", "next_actions", "open_questions", "context_summary")
 
 
 class Validity(MembraneModel):
@@ -381,6 +452,9 @@ class Validity(MembraneModel):
     conditions: Any = None
     start: UTCDateTime | None = None
     end: UTCDateTime | None = None
+
+    omitempty = ("conditions",)
+    omitnil = ("start", "end")
 
 
 class EvidenceRef(MembraneModel):
@@ -392,7 +466,10 @@ class EvidenceRef(MembraneModel):
 class RevisionState(MembraneModel):
     supersedes: str | None = None
     superseded_by: str | None = None
-    status: RevisionStatus = RevisionStatus.ACTIVE
+    # None is Membrane's empty status (left out): neither contested nor retracted, so active.
+    status: RevisionStatus | None = None
+
+    omitempty = ("supersedes", "superseded_by", "status")
 
 
 class SemanticPayload(MembraneModel):
@@ -401,14 +478,19 @@ class SemanticPayload(MembraneModel):
     predicate: str = ""
     object: Any = None
     validity: Validity = Field(default_factory=Validity)
-    evidence: list[EvidenceRef] = Field(default_factory=list)
+    evidence: Annotated[list[EvidenceRef], OrNull] = Field(default_factory=list)
     revision_policy: str = ""
     revision: RevisionState | None = None
+
+    omitempty = ("evidence", "revision_policy")
+    omitnil = ("revision",)
 
 
 class Trigger(MembraneModel):
     signal: str = ""
     conditions: Any = None
+
+    omitempty = ("conditions",)
 
 
 class RecipeStep(MembraneModel):
@@ -416,6 +498,8 @@ class RecipeStep(MembraneModel):
     tool: str = ""
     args_schema: Any = None
     validation: Any = None
+
+    omitempty = ("tool", "args_schema", "validation")
 
 
 class PerformanceStats(MembraneModel):
@@ -425,17 +509,23 @@ class PerformanceStats(MembraneModel):
     avg_latency_ms: float = Field(default=0.0, allow_inf_nan=False)
     last_used_at: UTCDateTime | None = None
 
+    omitempty = ("success_count", "failure_count", "success_rate", "avg_latency_ms", "last_used_at")
+
 
 class CompetencePayload(MembraneModel):
     kind: Literal["competence"]
     skill_name: str = ""
-    triggers: list[Trigger] = Field(default_factory=list)
-    recipe: list[RecipeStep] = Field(default_factory=list)
-    required_tools: list[str] = Field(default_factory=list)
-    failure_modes: list[str] = Field(default_factory=list)
-    fallbacks: list[str] = Field(default_factory=list)
+    triggers: Annotated[list[Trigger], OrNull] = Field(default_factory=list)
+    recipe: Annotated[list[RecipeStep], OrNull] = Field(default_factory=list)
+    required_tools: Annotated[list[str], OrNull] = Field(default_factory=list)
+    failure_modes: Annotated[list[str], OrNull] = Field(default_factory=list)
+    fallbacks: Annotated[list[str], OrNull] = Field(default_factory=list)
     performance: PerformanceStats | None = None
     version: str = ""
+
+    omitempty = ("required_tools", "failure_modes", "fallbacks", "version")
+    omitnil = ("performance",)
+    null_lists = ("triggers", "recipe")
 
 
 class PlanNode(MembraneModel):
@@ -443,6 +533,8 @@ class PlanNode(MembraneModel):
     op: str = ""
     params: Any = None
     guards: Any = None
+
+    omitempty = ("params", "guards")
 
 
 class PlanEdge(MembraneModel):
@@ -459,18 +551,24 @@ class PlanMetrics(MembraneModel):
     execution_count: int = Field(default=0, ge=0, le=INT64_MAX)
     last_executed_at: UTCDateTime | None = None
 
+    omitempty = ("avg_latency_ms", "failure_rate", "execution_count", "last_executed_at")
+
 
 class PlanGraphPayload(MembraneModel):
     kind: Literal["plan_graph"]
     plan_id: str = ""
     version: str = ""
     intent: str = ""
-    constraints: dict[str, Any] = Field(default_factory=dict)
-    inputs_schema: dict[str, Any] = Field(default_factory=dict)
-    outputs_schema: dict[str, Any] = Field(default_factory=dict)
-    nodes: list[PlanNode] = Field(default_factory=list)
-    edges: list[PlanEdge] = Field(default_factory=list)
+    constraints: Annotated[dict[str, Any], MapOrNull] = Field(default_factory=dict)
+    inputs_schema: Annotated[dict[str, Any], MapOrNull] = Field(default_factory=dict)
+    outputs_schema: Annotated[dict[str, Any], MapOrNull] = Field(default_factory=dict)
+    nodes: Annotated[list[PlanNode], OrNull] = Field(default_factory=list)
+    edges: Annotated[list[PlanEdge], OrNull] = Field(default_factory=list)
     metrics: PlanMetrics | None = None
+
+    omitempty = ("intent", "constraints", "inputs_schema", "outputs_schema")
+    omitnil = ("metrics",)
+    null_lists = ("nodes", "edges")
 
 
 class EntityIdentifier(MembraneModel):
@@ -478,14 +576,41 @@ class EntityIdentifier(MembraneModel):
     value: str = ""
 
 
+def _alias_from_string(value: Any) -> Any:
+    # Membrane's EntityAlias.UnmarshalJSON: a string is a plain alias (its older form).
+    return {"value": value} if isinstance(value, str) else value
+
+
+class EntityAlias(MembraneModel):
+    """An alternate name of an entity: a string, or ``{value, kind?, locale?}`` (SPEC 1).
+    Written back as Membrane writes it: a string unless it has a kind or a locale."""
+
+    value: str
+    kind: str = ""
+    locale: str = ""
+
+    omitempty = ("kind", "locale")
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class EntityPayload(MembraneModel):
     kind: Literal["entity"]
     canonical_name: str = ""
     primary_type: str = ""
-    types: list[str] = Field(default_factory=list)
-    aliases: list[Any] = Field(default_factory=list)
-    identifiers: list[EntityIdentifier] = Field(default_factory=list)
+    types: Annotated[list[str], OrNull] = Field(default_factory=list)
+    aliases: Annotated[list[Annotated[EntityAlias, BeforeValidator(_alias_from_string)]], OrNull] = Field(
+        default_factory=list)
+    identifiers: Annotated[list[EntityIdentifier], OrNull] = Field(default_factory=list)
     summary: str = ""
+
+    omitempty = ("primary_type", "types", "aliases", "identifiers", "summary")
+
+    @property
+    def alias_values(self) -> list[str]:
+        """The non-blank alias strings (Membrane's EntityAliasValues)."""
+        return [a.value.strip() for a in self.aliases if a.value.strip()]
 
 
 Payload = Annotated[
@@ -511,16 +636,22 @@ class MemoryRecord(MembraneModel):
     confidence: UnitFloat = 1.0
     salience: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
     scope: str = ""
-    tags: list[str] = Field(default_factory=list)
+    tags: Annotated[list[str], OrNull] = Field(default_factory=list)
     created_at: UTCDateTime = Field(default_factory=lambda: datetime.now(UTC))
     updated_at: UTCDateTime | None = None
     lifecycle: Lifecycle = Field(default_factory=Lifecycle)
     provenance: Provenance = Field(default_factory=Provenance)
-    relations: list[Relation] = Field(default_factory=list)
+    relations: Annotated[list[Relation], OrNull] = Field(default_factory=list)
     payload: Payload | None
-    audit_log: list[AuditEntry] = Field(default_factory=list)
+    # Membrane's ingest-side interpretation (kept as it came, written back in Membrane's place).
+    interpretation: Any = None
+    audit_log: Annotated[list[AuditEntry], OrNull] = Field(default_factory=list)
     # Set only on the metadata-only view that trust gating returns (SPEC 3).
     redacted: bool = False
+
+    omitempty = ("scope", "tags", "relations", "redacted")
+    omitnil = ("interpretation",)
+    null_lists = ("audit_log",)
 
     @model_validator(mode="after")
     def _check_record(self) -> "MemoryRecord":
@@ -541,13 +672,6 @@ class MemoryRecord(MembraneModel):
             )
         return self
 
-    @model_serializer(mode="wrap")
-    def _omit_redacted_flag(self, handler):
-        data = handler(self)
-        if not data.get("redacted"):
-            data.pop("redacted", None)
-        return data
-
     # Membrane JSON in and out -------------------------------------------------
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -556,7 +680,8 @@ class MemoryRecord(MembraneModel):
     @property
     def revision_status(self) -> str | None:
         if isinstance(self.payload, SemanticPayload) and self.payload.revision is not None:
-            return self.payload.revision.status.value
+            status = self.payload.revision.status
+            return RevisionStatus.ACTIVE.value if status is None else status.value
         return None
 
 

@@ -56,8 +56,8 @@ from .errors import StoreUnavailableError, ValidationError
 from .probe import ChangeProbe
 from .salience import CURVE_CODES
 from .schema import LAYER_RANK, MemoryRecord, format_time, sensitivity_level, to_epoch
-from .schema import DecayProfile, Lifecycle, MembraneModel, PlanEdge, Provenance, ProvenanceSource
-from .schema import CompetencePayload, PlanGraphPayload, SemanticPayload
+from .schema import MembraneModel, PlanEdge, membrane_shape
+from .schema import CompetencePayload, PlanGraphPayload, RevisionStatus, SemanticPayload
 from .selector import success_signal
 
 # Errors of the drivers themselves (the bulk paths use driver cursors, which SQLAlchemy does
@@ -215,7 +215,8 @@ OPERATOR_TABLES = (operators, operator_events, operator_tokens)
 # there). A cold load of a million records is bound by the Python objects the driver makes,
 # one per value, so the small codes (layer, curve, pinned, deletion policy, sensitivity level)
 # arrive packed into one integer computed in SQL: no string per row for type and policy.
-POLICY_CODES = {"auto_prune": 0, "manual_only": 1, "never": 2}
+# "": Membrane's empty policy (the field left out), which its prune treats as not auto_prune.
+POLICY_CODES = {"auto_prune": 0, "manual_only": 1, "never": 2, "": 3}
 _TYPE_CASE = "CASE type " + " ".join(f"WHEN '{t}' THEN {code}" for t, code in LAYER_RANK.items()) + " END"
 _POLICY_CASE = "CASE deletion_policy " + " ".join(f"WHEN '{p}' THEN {c}" for p, c in POLICY_CODES.items()) + " END"
 PACKED_CODES = (f"({_TYPE_CASE}) + 8 * curve + 64 * (CASE WHEN pinned THEN 1 ELSE 0 END) "
@@ -422,32 +423,10 @@ def _plain_dump(obj: Any) -> Any:
 
 
 def _fields(obj: Any) -> dict[str, Any]:
-    """Declared fields in order, then the extra ones (a model without a serializer of its own)."""
+    """Declared fields in order, then the extra ones, shaped as the class's serializer shapes
+    them (schema.membrane_shape: Go's omitempty, nil lists as null, plain aliases as strings)."""
     extra = obj.__pydantic_extra__
-    return {**obj.__dict__, **extra} if extra else obj.__dict__
-
-
-def _fields_without(*names: str):
-    """``_fields`` without the named fields whose value is None (``exclude_if``-style)."""
-    def rule(obj: Any) -> dict[str, Any]:
-        d = {**obj.__dict__, **obj.__pydantic_extra__} if obj.__pydantic_extra__ else dict(obj.__dict__)
-        for name in names:
-            if d.get(name) is None:
-                d.pop(name, None)
-        return d
-    return rule
-
-
-def _source_fields(obj: ProvenanceSource) -> dict[str, Any]:
-    # ProvenanceSource's serializer drops every None value, extra fields' included.
-    return {k: v for k, v in _fields(obj).items() if v is not None}
-
-
-def _record_fields(obj: MemoryRecord) -> dict[str, Any]:
-    d = {**obj.__dict__, **obj.__pydantic_extra__} if obj.__pydantic_extra__ else dict(obj.__dict__)
-    if not d.get("redacted"):
-        d.pop("redacted", None)
-    return d
+    return membrane_shape(obj, {**obj.__dict__, **extra} if extra else dict(obj.__dict__))
 
 
 def _edge_fields(obj: PlanEdge) -> dict[str, Any]:
@@ -467,17 +446,10 @@ def _model_classes() -> list[type]:
     return out
 
 
-# The classes whose serializer does more than dump the fields (schema.py: model_serializer
-# hooks, PlanEdge's alias); every other record model dumps its fields as they are.
+# Every record model dumps its fields shaped by schema.membrane_shape (the rule its pydantic
+# serializer applies); PlanEdge also renames ``from_``.
 _DUMP_RULES: dict[type, Any] = {cls: _fields for cls in _model_classes() if cls.__module__ == MemoryRecord.__module__}
-_DUMP_RULES.update({
-    MemoryRecord: _record_fields,
-    Lifecycle: _fields_without("anchor_salience", "anchor_at"),
-    DecayProfile: _fields_without("points"),
-    Provenance: _fields_without("created_by"),
-    ProvenanceSource: _source_fields,
-    PlanEdge: _edge_fields,
-})
+_DUMP_RULES[PlanEdge] = _edge_fields
 
 
 def _doc_text(record: MemoryRecord, anchor_salience: float, anchor_at: float, validated: bool) -> str:
@@ -490,10 +462,10 @@ def _doc_text(record: MemoryRecord, anchor_salience: float, anchor_at: float, va
         # against the general path; values orjson cannot write (ints beyond 64 bits, non-string
         # keys) fall back to the general path.
         try:
-            doc = _record_fields(record)
+            doc = _fields(record)
             doc["audit_log"] = []
             doc.pop("redacted", None)
-            lifecycle = _DUMP_RULES[Lifecycle](record.lifecycle)
+            lifecycle = _fields(record.lifecycle)
             lifecycle["anchor_salience"] = anchor_salience
             lifecycle["anchor_at"] = anchor_stamp
             doc["lifecycle"] = lifecycle
@@ -581,7 +553,7 @@ def record_values(record: MemoryRecord, anchor_salience: float, anchor_at: float
     # name costs microseconds a call, three times a record in an import).
     status = None
     if isinstance(payload, SemanticPayload) and payload.revision is not None:
-        status = payload.revision.status._value_
+        status = (payload.revision.status or RevisionStatus.ACTIVE)._value_  # none set: active
     lri = lifecycle.last_reinforced_at
     curve = decay.curve._value_  # an enum's _value_ is .value, without the descriptor call
     return (
@@ -601,7 +573,7 @@ def record_values(record: MemoryRecord, anchor_salience: float, anchor_at: float
         float(decay.max_age_seconds),
         json.dumps(decay.points) if curve == "custom" and decay.points else None,
         lifecycle.pinned,
-        lifecycle.deletion_policy._value_,
+        lifecycle.deletion_policy._value_ if lifecycle.deletion_policy is not None else "",
         None if lri is None or lri.year <= 1 else to_epoch(lri),
         success_signal(record),
         _runs(record),

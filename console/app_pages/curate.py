@@ -115,7 +115,7 @@ else:
                 continue
             current.append({"id": clean(rid, 200), "type": r.type.value, "salience": r.salience,
                             "status": clean(status_of(r), 80), "pinned": r.lifecycle.pinned,
-                            "policy": r.lifecycle.deletion_policy.value, "sensitivity": r.sensitivity.value,
+                            "policy": r.lifecycle.deletion_policy.value if r.lifecycle.deletion_policy else "", "sensitivity": r.sensitivity.value,
                             "scope": clean(r.scope, 200), "tags": clean(", ".join(r.tags), 300)})
         st.dataframe(pd.DataFrame(current), hide_index=True, key="curate_current",
                      column_config={"salience": st.column_config.NumberColumn(format="%.4f")})

@@ -201,7 +201,7 @@ def _semantic(p: Any) -> None:
           "no evidence")
     st.markdown("**Revision**")
     r = p.revision
-    table([{"status": r.status.value if r else "active", "supersedes": r.supersedes if r else None,
+    table([{"status": r.status.value if r and r.status else "active", "supersedes": r.supersedes if r else None,
             "superseded_by": r.superseded_by if r else None, "revision_policy": p.revision_policy}])
 
 
@@ -273,7 +273,7 @@ def _entity(p: Any) -> None:
     left, right = st.columns(2)
     with left:
         bullet_list("Types", p.types)
-        bullet_list("Aliases", p.aliases)
+        bullet_list("Aliases", [a.value + (f" ({a.kind})" if a.kind else "") for a in p.aliases])
     with right:
         st.markdown("**Identifiers**")
         table([{"namespace": i.namespace, "value": i.value} for i in p.identifiers], "no identifiers")

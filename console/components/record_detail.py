@@ -105,7 +105,7 @@ def render_lifecycle(record: MemoryRecord, as_of: datetime | None = None) -> Non
         {"field": "reinforcement gain", "value": f"{decay.reinforcement_gain:g}"},
         {"field": "last reinforced", "value": life.last_reinforced_at if life.last_reinforced_at
          and life.last_reinforced_at.year > 1 else "never"},
-        {"field": "deletion policy", "value": life.deletion_policy.value},
+        {"field": "deletion policy", "value": life.deletion_policy.value if life.deletion_policy else "none (not auto-pruned)"},
     ]
     if decay.points:
         rows.append({"field": "custom points", "value": as_text(decay.points)})

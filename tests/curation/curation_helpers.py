@@ -45,7 +45,7 @@ def semantic(rid: str, salience: float = 0.5, evidence: bool = True, **fields: A
 
 def episodic(rid: str, **fields: Any) -> dict[str, Any]:
     rec = {"id": rid, "type": "episodic", "sensitivity": "low", "salience": 0.8,
-           "created_at": "2026-02-01T00:00:00Z", "updated_at": "2026-03-01T12:00:00Z",
+           "created_at": "2026-02-01T00:00:00Z", "updated_at": "2026-03-01T12:00:00Z", "lifecycle": lifecycle(),
            "payload": {"kind": "episodic", "timeline": [{"t": "2026-02-01T00:00:00Z", "event_kind": "tool",
                                                           "ref": "r", "summary": "ran tests"}]}}
     rec.update(fields)
@@ -54,7 +54,7 @@ def episodic(rid: str, **fields: Any) -> dict[str, Any]:
 
 def working(rid: str, **fields: Any) -> dict[str, Any]:
     rec = {"id": rid, "type": "working", "sensitivity": "medium", "salience": 0.7,
-           "created_at": "2026-02-01T00:00:00Z", "updated_at": "2026-03-01T12:00:00Z",
+           "created_at": "2026-02-01T00:00:00Z", "updated_at": "2026-03-01T12:00:00Z", "lifecycle": lifecycle(),
            "payload": {"kind": "working", "thread_id": "th", "state": "executing"}}
     rec.update(fields)
     return rec

@@ -114,16 +114,17 @@ def secret_record(rid: str = "secret", sensitivity: str = "high", scope: str = "
     return doc
 
 
+# What Membrane's retrieval.Redact marshals to (zero-valued omitempty fields left out: no
+# min_salience, max_age_seconds, reinforcement_gain, pinned or relations), plus our flag.
 EXPECTED_REDACTED = {
     "id": "secret", "type": "semantic", "sensitivity": "high", "confidence": 0.65, "salience": 0.8,
     "scope": "alpha", "tags": ["t1", "t2"], "created_at": "2026-06-01T12:00:00Z",
     "updated_at": "2026-06-01T12:00:00Z",
     "lifecycle": {
-        "decay": {"curve": "exponential", "half_life_seconds": 0, "min_salience": 0.0,
-                  "max_age_seconds": 0, "reinforcement_gain": 0.0},
-        "last_reinforced_at": "0001-01-01T00:00:00Z", "pinned": False, "deletion_policy": "auto_prune",
+        "decay": {"curve": "exponential", "half_life_seconds": 0},
+        "last_reinforced_at": "0001-01-01T00:00:00Z", "deletion_policy": "auto_prune",
     },
-    "provenance": {"sources": []}, "relations": [], "payload": None, "audit_log": [], "redacted": True,
+    "provenance": {"sources": []}, "payload": None, "audit_log": [], "redacted": True,
 }
 
 

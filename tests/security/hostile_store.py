@@ -108,7 +108,8 @@ def _payload(type_: str, s: dict[str, str]) -> dict[str, Any]:
                 "metrics": {"avg_latency_ms": 3.0, "failure_rate": 0.25, "execution_count": 4}}
     if type_ == "entity":
         return {"kind": "entity", "canonical_name": s["emoji_zwj"], "primary_type": s["script"],
-                "types": [s["html"], s["md_image"]], "aliases": [s["rtl_override"], nested(10), 42, None],
+                "types": [s["html"], s["md_image"]], "aliases": [s["rtl_override"], {"value": s["script"], "kind": s["md_image"], "x_nested": nested(10)},
+                                                      {"value": s["html"], "locale": s["zero_width"]}],
                 "identifiers": [{"namespace": s["js_url"], "value": s["zero_width"]}], "summary": s["long"]}
     raise ValueError(type_)
 
