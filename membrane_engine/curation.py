@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -129,6 +130,12 @@ class CurationPlan:
     def entries_for(self, record_id: str) -> list[PlannedEntry]:
         return [e for e in self.audit if e.record_id == record_id]
 
+    @property
+    def created(self) -> MemoryRecord | None:
+        """The record supersede, fork or merge created, as stored (its id generated when it
+        was given as ""): what Membrane's Supersede, Fork and Merge return."""
+        return next((c.after for c in self.changes if c.kind == "create"), None)
+
 
 class _View:
     """What a planner may read. When applying, the transaction already holds the store's write
@@ -178,6 +185,14 @@ class _Builder:
         e = PlannedEntry(record_id, action, actor, self.now, rationale, details or None)
         self.entries.append(e)
         return e
+
+    def brought(self, record: MemoryRecord) -> None:
+        """The audit entries a new record came with, kept as given (Membrane appends its create
+        entry to the record's own AuditLog), so they are chained before the operation's entry.
+        The live record keeps its log in the audit table only."""
+        for e in record.audit_log:
+            self.entries.append(PlannedEntry(record.id, e.action, e.actor, e.timestamp, e.rationale))
+        record.audit_log = []
 
     def change(self, kind: str, record_id: str, before: MemoryRecord | None, after: MemoryRecord,
                anchor: tuple[float, float], stored_doc: dict[str, Any] | None = None) -> None:
@@ -334,20 +349,22 @@ def _retracted(b: _Builder, row: StoredRow, record: MemoryRecord, superseded_by:
 
 def _new_record(data: Any, name: str, now: datetime) -> MemoryRecord:
     """A record given to supersede / fork / merge, validated; created_at defaults to the
-    operation time, updated_at is it; the anchor is set by the caller."""
+    operation time, updated_at is it; the anchor is set by the caller. An id that is "" (or
+    absent: Go's unset string) is generated, a UUID v4, as Membrane does; the audit entries it
+    brings are kept (``_Builder.brought``)."""
     if isinstance(data, MemoryRecord):
         given_created = "created_at" in data.model_fields_set
+        data = data.model_dump(mode="json", by_alias=True)
     elif isinstance(data, dict):
         given_created = data.get("created_at") is not None
     else:
         raise ValidationError(f"{name} must be a record (a dict in Membrane's JSON shape or a MemoryRecord), "
                               f"got {type(data).__name__}", [(name, "not a record")])
+    if data.get("id", "") == "":
+        data = {**data, "id": str(uuid.uuid4())}
     record = validate_record(data, where=f"{name}: ")
     if record.redacted:
         raise ValidationError(f"{name}: a redacted view cannot be stored (it has no payload)", [(f"{name}.redacted", "true")])
-    if record.audit_log:
-        raise ValidationError(f"{name}.audit_log must be empty: the engine writes a new record's history",
-                              [(f"{name}.audit_log", "not empty")])
     if not given_created:
         record.created_at = now
     record.updated_at = now
@@ -365,6 +382,14 @@ def _check_new(v: _View, record: MemoryRecord, name: str, automatic_targets: set
         if rel.target_id not in automatic_targets and rel.target_id not in found:
             loc = f"{name}.relations.{k}.target_id"
             raise ValidationError(f"{loc}: target {rel.target_id!r} is not in the store", [(loc, "unknown target")])
+
+
+def _ensure_evidence(record: MemoryRecord, name: str, op: str) -> None:
+    """Membrane's ensureEvidence (supersede, fork and merge alike): a semantic new record needs
+    evidence or a provenance source of its own, checked on the record as given."""
+    if record.type == MemoryType.SEMANTIC and not record.payload.evidence and not record.provenance.sources:
+        raise ValidationError(f"{name}: a semantic record that {op} needs evidence or a provenance source of its own",
+                              [(f"{name}.payload.evidence", "empty, and no provenance sources")])
 
 
 def _create(b: _Builder, record: MemoryRecord) -> None:
@@ -430,7 +455,9 @@ def plan_retract(v: _View, now: datetime, id: str, actor: str, rationale: str) -
 def plan_contest(v: _View, now: datetime, id: str, contesting_ref: str, actor: str, rationale: str) -> CurationPlan:
     actor, rationale = _who(actor, rationale)
     rid = _id(id)
-    ref = _text(contesting_ref, "contesting_ref")  # no NUL: it is looked up as a record id
+    # "" contests without naming a contender (Membrane allows it); any other ref is a string
+    # without NUL, as it is looked up as a record id.
+    ref = "" if contesting_ref == "" else _text(contesting_ref, "contesting_ref")
     rows, recs = _load(v, [rid])
     _no_episodic(recs.values(), "contested")
     row, record = rows[rid], recs[rid]
@@ -439,7 +466,8 @@ def plan_contest(v: _View, now: datetime, id: str, contesting_ref: str, actor: s
     if _status(record) == RevisionStatus.RETRACTED.value:
         raise ValidationError(f"record {rid!r} is retracted; contesting it would revive it",
                               [("id", "retracted")])
-    is_record = bool(v.existing([ref], include_archive=False))
+    # An empty ref contests without naming a contender: no relation (as Membrane).
+    is_record = bool(ref) and bool(v.existing([ref], include_archive=False))
     after = _clone(record)
     details: dict[str, Any] = {"contesting_ref": ref, "ref_is_record": is_record}
     revision = _revision(after)
@@ -451,7 +479,8 @@ def plan_contest(v: _View, now: datetime, id: str, contesting_ref: str, actor: s
         details["relation"] = {"predicate": "contested_by", "target_id": ref}
     b = _Builder("contest", now)
     _update(b, row, record, after)
-    b.entry(rid, AuditAction.REVISE, actor, f"contested by {ref}: {rationale}", details)
+    b.entry(rid, AuditAction.REVISE, actor, f"contested by {ref}: {rationale}" if ref else f"contested: {rationale}",
+            details)
     return b.build()
 
 
@@ -462,9 +491,7 @@ def plan_supersede(v: _View, now: datetime, old_id: str, new_record: Any, actor:
     rows, recs = _load(v, [old])
     _no_episodic(recs.values(), "superseded")
     _check_new(v, new, "new_record", {old})
-    if new.type == MemoryType.SEMANTIC and not new.payload.evidence and not new.provenance.sources:
-        raise ValidationError("new_record: a semantic record that supersedes another needs evidence or a provenance "
-                              "source of its own", [("new_record.payload.evidence", "empty, and no provenance sources")])
+    _ensure_evidence(new, "new_record", "supersedes another")
     b = _Builder("supersede", now)
     after, details = _retracted(b, rows[old], recs[old], superseded_by=new.id)
     details["superseded_by"] = new.id
@@ -475,6 +502,7 @@ def plan_supersede(v: _View, now: datetime, old_id: str, new_record: Any, actor:
         new.payload.revision = RevisionState(supersedes=old, superseded_by=None, status=RevisionStatus.ACTIVE)
     _create(b, new)
     b.entry(old, AuditAction.REVISE, actor, f"superseded by {new.id}: {rationale}", details)
+    b.brought(new)
     b.entry(new.id, AuditAction.CREATE, actor, f"supersedes {old}: {rationale}",
             {"supersedes": old, "salience": new.lifecycle.anchor_salience})
     return b.build()
@@ -487,12 +515,14 @@ def plan_fork(v: _View, now: datetime, source_id: str, forked_record: Any, actor
     rows, recs = _load(v, [src])
     _no_episodic(recs.values(), "forked")
     _check_new(v, new, "forked_record", {src})
+    _ensure_evidence(new, "forked_record", "forks another")
     b = _Builder("fork", now)
     unchanged = _before(recs[src], rows[src], now)
     b.change("audit", src, _before(recs[src], rows[src], now), unchanged, _stored_anchor(rows[src]))
     new.relations.append(Relation(predicate="derived_from", target_id=src, weight=1.0, created_at=now))
     _create(b, new)
     b.entry(src, AuditAction.FORK, actor, f"forked into {new.id}: {rationale}", {"forked": new.id})
+    b.brought(new)
     b.entry(new.id, AuditAction.CREATE, actor, f"forked from {src}: {rationale}",
             {"derived_from": src, "salience": new.lifecycle.anchor_salience})
     return b.build()
@@ -509,6 +539,7 @@ def plan_merge(v: _View, now: datetime, ids: Any, merged_record: Any, actor: str
     rows, recs = _load(v, sources)
     _no_episodic((recs[s] for s in sources), "merged")
     _check_new(v, new, "merged_record", set(sources))
+    _ensure_evidence(new, "merged_record", "merges others")
     b = _Builder("merge", now)
     for s in sources:
         after, details = _retracted(b, rows[s], recs[s])
@@ -518,6 +549,7 @@ def plan_merge(v: _View, now: datetime, ids: Any, merged_record: Any, actor: str
     for s in sources:
         new.relations.append(Relation(predicate="derived_from", target_id=s, weight=1.0, created_at=now))
     _create(b, new)
+    b.brought(new)
     b.entry(new.id, AuditAction.CREATE, actor, f"merged from {', '.join(sources)}: {rationale}",
             {"derived_from": sources, "salience": new.lifecycle.anchor_salience})
     return b.build()

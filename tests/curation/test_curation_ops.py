@@ -240,8 +240,11 @@ def test_contest_with_external_ref_adds_no_relation(m):
     r = m.get("s1")
     assert r.revision_status == "contested" and r.relations == []
     assert "https://example.com/ticket/9" in m.audit_log("s1")[-1].rationale
+    # An empty ref contests without naming a contender (Membrane allows it): no relation.
+    m.contest("s1", "", "dave", "x")
+    assert m.get("s1").relations == [] and m.audit_log("s1")[-1].rationale == "contested: x"
     with pytest.raises(ValidationError) as err:
-        m.contest("s1", "", "dave", "x")
+        m.contest("s1", "  ", "dave", "x")
     assert err.value.problems[0][0] == "contesting_ref"
 
 
