@@ -49,6 +49,7 @@ _DTYPES: dict[str, type | str] = {
     "confidence": float, "created_at": float, "anchor_salience": float, "anchor_at": float,
     "curve": np.int8, "half_life": float, "min_salience": float, "max_age": float, "pinned": bool,
     "policy": np.int8, "last_reinforced_at": float, "success_signal": float, "runs": float,
+    "success_rate": float,
     "gate": np.int32, "path": np.int8,
 }
 # ``gate``: what the trust gate looks at (layer, sensitivity level, scope) as one code, so a
@@ -113,6 +114,8 @@ class Snapshot:
     # Runs behind the success signal (competence: successes + failures; plan: executions); NaN
     # when the record has no performance / metrics object (SPEC 7 metrics).
     runs: np.ndarray | None = None
+    # A competence record's stored performance.success_rate; NaN without a performance object.
+    success_rate: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(np.count_nonzero(self.alive))
@@ -159,7 +162,7 @@ class _Columns:
             scope_code=v["scope_code"], scope_names=self.scope_names, confidence=v["confidence"],
             created_at=v["created_at"], decay=decay, policy=v["policy"],
             last_reinforced_at=v["last_reinforced_at"], success_signal=v["success_signal"],
-            row_of=RowIndex(self.row_of, n), runs=v["runs"], gate=v["gate"],
+            row_of=RowIndex(self.row_of, n), runs=v["runs"], success_rate=v["success_rate"], gate=v["gate"],
         )
 
 
@@ -202,7 +205,7 @@ def _decode(rows: list[tuple], scope_index: dict[str, int], scope_names: list[st
     }
     out["gate"] = gate_codes(out["type_code"], out["sens_level"], out["scope_code"])
     for name in ("confidence", "created_at", "anchor_salience", "anchor_at", "half_life", "min_salience",
-                 "max_age", "last_reinforced_at", "success_signal", "runs"):
+                 "max_age", "last_reinforced_at", "success_signal", "runs", "success_rate"):
         out[name] = _floats(col(name))
     out["path"] = decay_path(out["curve"], out["pinned"], out["max_age"])
     return out

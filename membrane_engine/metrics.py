@@ -76,10 +76,11 @@ def compute_metrics(store: Store, snap: Snapshot, as_of: datetime,
     if action_counts is None:
         action_counts = ActionCounts(store).current()
     runs = snap.runs[rows]
-    with np.errstate(invalid="ignore"):
-        comp = (type_codes == TYPE_CODES["competence"]) & (runs > 0)
-        plan = (type_codes == TYPE_CODES["plan_graph"]) & ~np.isnan(runs)
-    competence = float(snap.success_signal[rows][comp].mean()) if comp.any() else None
+    rates = snap.success_rate[rows]
+    comp = (type_codes == TYPE_CODES["competence"]) & ~np.isnan(rates)  # those with a performance object
+    plan = (type_codes == TYPE_CODES["plan_graph"]) & ~np.isnan(runs)
+    # The stored success_rate, averaged as Membrane's GetMetrics does (not the selector's signal).
+    competence = finite_mean(rates[comp]) if comp.any() else None
     plans = finite_mean(runs[plan]) if plan.any() else None
     audit_total = int(sum(action_counts.values()))
 

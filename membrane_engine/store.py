@@ -40,6 +40,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    bindparam,
     create_engine,
     event,
     func,
@@ -102,6 +103,9 @@ records = Table(
     # Runs behind the success signal (competence: successes + failures; plan: executions);
     # NULL when the record carries no performance / metrics object (SPEC 7 metrics).
     Column("runs", Float, nullable=True),
+    # A competence record's stored performance.success_rate (0 when left out); NULL without a
+    # performance object (SPEC 7's competence_success_rate, as Membrane's GetMetrics).
+    Column("success_rate", Float, nullable=True),
     Column("status", String(16), nullable=True),
     Column("tags", Text, nullable=False, default="[]"),
     Column("doc", Text, nullable=False),
@@ -223,18 +227,19 @@ PACKED_CODES = (f"({_TYPE_CASE}) + 8 * curve + 64 * (CASE WHEN pinned THEN 1 ELS
                 f"+ 128 * ({_POLICY_CASE}) + 512 * (sens_level + 1)")
 SCALAR_COLUMNS = (
     "id", "scope", "confidence", "created_at", "anchor_salience", "anchor_at", "half_life", "min_salience",
-    "max_age", "decay_points", "last_reinforced_at", "success_signal", "runs", "packed",
+    "max_age", "decay_points", "last_reinforced_at", "success_signal", "runs", "success_rate", "packed",
 )
 SCALAR_SELECT = tuple(PACKED_CODES if name == "packed" else name for name in SCALAR_COLUMNS)
 _CHANGED_ROW_COLUMNS = ", ".join(f"r.{c}" if c != "packed" else PACKED_CODES for c in SCALAR_COLUMNS)
 # SQLite keeps a record's scalars on the same pages as its ~1.5 KB document: a covering index
 # lets the cold load scan 100-byte index entries instead (-20% at 1M). PostgreSQL reads its
 # heap fast enough and would pay the index on every write for nothing.
-SQLITE_SCALAR_INDEX_NAME = "ix_records_scalars"
+SQLITE_SCALAR_INDEX_NAME = "ix_records_scalars2"
+_OLD_SQLITE_SCALAR_INDEXES = ("ix_records_scalars",)  # before success_rate: dropped on open
 SQLITE_SCALAR_INDEX = (
     f"CREATE INDEX IF NOT EXISTS {SQLITE_SCALAR_INDEX_NAME} ON records (scope, sens_level, type, id, confidence, "
     "created_at, anchor_salience, anchor_at, curve, half_life, min_salience, max_age, decay_points, pinned, "
-    "deletion_policy, last_reinforced_at, success_signal, runs)")
+    "deletion_policy, last_reinforced_at, success_signal, runs, success_rate)")
 
 
 SQLITE_PAGE_SIZE = 16384
@@ -538,7 +543,8 @@ def like_contains(text: str) -> str:
 # The columns record_values() fills, in its order (every column of ``records``).
 ROW_COLUMNS = ("id", "type", "sensitivity", "sens_level", "scope", "confidence", "created_at", "updated_at",
                "anchor_salience", "anchor_at", "curve", "half_life", "min_salience", "max_age", "decay_points",
-               "pinned", "deletion_policy", "last_reinforced_at", "success_signal", "runs", "status", "tags", "doc",
+               "pinned", "deletion_policy", "last_reinforced_at", "success_signal", "runs", "success_rate", "status",
+               "tags", "doc",
                "audit_head")
 
 
@@ -577,6 +583,7 @@ def record_values(record: MemoryRecord, anchor_salience: float, anchor_at: float
         None if lri is None or lri.year <= 1 else to_epoch(lri),
         success_signal(record),
         _runs(record),
+        _success_rate(record),
         status,
         tags_json(record.tags),
         _doc_text(record, anchor_salience, anchor_at, validated),
@@ -590,6 +597,13 @@ def record_row(record: MemoryRecord, anchor_salience: float, anchor_at: float, a
     what reads return; the columns are what queries use: both come from here). ``validated``:
     the record was just built by validation (not edited since), which allows a faster dump."""
     return dict(zip(ROW_COLUMNS, record_values(record, anchor_salience, anchor_at, audit_head, validated=validated)))
+
+
+def _success_rate(record: MemoryRecord) -> float | None:
+    payload = record.payload
+    if isinstance(payload, CompetencePayload) and payload.performance is not None:
+        return float(payload.performance.success_rate)
+    return None
 
 
 def _runs(record: MemoryRecord) -> float | None:
@@ -610,6 +624,27 @@ class StoredRow:
     anchor_salience: float
     anchor_at: float
     audit_head: str | None
+
+
+def _add_success_rate(conn: Connection) -> None:
+    """``records.success_rate`` came after the first stores of schema version 1 were made
+    (development stores: none has shipped). Such a store gets the column on open, filled from
+    its competence records' documents; SQLite's covering index is made anew with it."""
+    if "success_rate" in {c["name"] for c in inspect(conn).get_columns("records")}:
+        return
+    conn.exec_driver_sql("ALTER TABLE records ADD COLUMN success_rate FLOAT")
+    rows = conn.execute(select(records.c.id, records.c.doc).where(records.c.type == "competence")).all()
+    values = []
+    for rid, doc in rows:
+        performance = (json.loads(doc).get("payload") or {}).get("performance")
+        if isinstance(performance, dict):
+            values.append({"rid": rid, "rate": float(performance.get("success_rate") or 0.0)})
+    if values:
+        conn.execute(records.update().where(records.c.id == bindparam("rid")).values(success_rate=bindparam("rate")),
+                     values)
+    if conn.dialect.name == "sqlite":
+        for name in _OLD_SQLITE_SCALAR_INDEXES:
+            conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
 
 
 def _add_audit_extra(conn: Connection) -> None:
@@ -702,6 +737,7 @@ class Store:
                         f"store {self.display_url} has schema version {version}; this engine knows {SCHEMA_VERSION}"
                     )
                 _add_audit_extra(conn)
+                _add_success_rate(conn)
                 # Stores made before operators existed get their (empty) tables on open.
                 metadata.create_all(conn, tables=OPERATOR_TABLES)
                 access_log.create(conn, checkfirst=True)  # stores made before "who looked"
