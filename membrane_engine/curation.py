@@ -496,7 +496,7 @@ def plan_supersede(v: _View, now: datetime, old_id: str, new_record: Any, actor:
     after, details = _retracted(b, rows[old], recs[old], superseded_by=new.id)
     details["superseded_by"] = new.id
     _update(b, rows[old], recs[old], after, 0.0)
-    new.provenance.sources.append(ProvenanceSource(kind=ProvenanceKind.EVENT, ref=old))
+    new.provenance.sources.append(ProvenanceSource(kind=ProvenanceKind.EVENT, ref=old, created_by=actor, timestamp=now))
     new.relations.append(Relation(predicate="supersedes", target_id=old, weight=1.0, created_at=now))
     if isinstance(new.payload, SemanticPayload):
         new.payload.revision = RevisionState(supersedes=old, superseded_by=None, status=RevisionStatus.ACTIVE)

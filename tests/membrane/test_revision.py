@@ -76,6 +76,9 @@ def test_supersede_retracts_old_record_and_links_replacement(mem: Membrane):
     assert old.salience == 0 and old.payload.revision.status.value == "retracted"
     assert old.payload.revision.superseded_by == got.id
     assert "revise" in actions(mem, "old-runtime")
+    # Supersede's provenance source names the old record, the actor and the time
+    source = got.provenance.sources[-1]
+    assert (source.kind.value, source.ref, source.created_by, source.timestamp) == ("event", "old-runtime", "tester", T0)
 
 
 def test_fork_creates_derived_record_without_retracting_source(mem: Membrane):
