@@ -274,14 +274,13 @@ def membrane_shape(obj: MembraneModel, data: dict[str, Any]) -> Any:
     path (store._plain_dump). Changes ``data`` in place; callers pass a copy."""
     cls = type(obj)
     for name in cls.omitempty:
-        if name in data and go_empty(data[name]):
+        if go_empty(data.get(name, 1)):
             del data[name]
     for name in cls.omitnil:
         if name in data and data[name] is None:
             del data[name]
     for name in cls.null_lists:
-        value = obj.__dict__.get(name)
-        if type(value) is NullList and not value:
+        if type(obj.__dict__.get(name)) is NullList and not data.get(name):
             data[name] = None
     if cls is EntityAlias and len(data) == 1 and "value" in data:
         return data["value"]  # Membrane's EntityAlias.MarshalJSON: a plain alias is a string

@@ -57,7 +57,7 @@ from .errors import StoreUnavailableError, ValidationError
 from .probe import ChangeProbe
 from .salience import CURVE_CODES
 from .schema import LAYER_RANK, MemoryRecord, format_time, sensitivity_level, to_epoch
-from .schema import MembraneModel, PlanEdge, membrane_shape
+from .schema import EntityAlias, MembraneModel, PlanEdge, membrane_shape
 from .schema import CompetencePayload, PlanGraphPayload, RevisionStatus, SemanticPayload
 from .selector import success_signal
 
@@ -428,8 +428,15 @@ def _plain_dump(obj: Any) -> Any:
 
 
 def _fields(obj: Any) -> dict[str, Any]:
-    """Declared fields in order, then the extra ones, shaped as the class's serializer shapes
-    them (schema.membrane_shape: Go's omitempty, nil lists as null, plain aliases as strings)."""
+    """Declared fields in order, then the extra ones: the dump of a model that Membrane's JSON
+    writes whole (no omitempty field, no nil list)."""
+    extra = obj.__pydantic_extra__
+    return {**obj.__dict__, **extra} if extra else obj.__dict__
+
+
+def _shaped_fields(obj: Any) -> dict[str, Any]:
+    """``_fields`` shaped as the class's serializer shapes them (schema.membrane_shape: Go's
+    omitempty, nil lists as null, plain aliases as strings), on a copy."""
     extra = obj.__pydantic_extra__
     return membrane_shape(obj, {**obj.__dict__, **extra} if extra else dict(obj.__dict__))
 
@@ -453,7 +460,9 @@ def _model_classes() -> list[type]:
 
 # Every record model dumps its fields shaped by schema.membrane_shape (the rule its pydantic
 # serializer applies); PlanEdge also renames ``from_``.
-_DUMP_RULES: dict[type, Any] = {cls: _fields for cls in _model_classes() if cls.__module__ == MemoryRecord.__module__}
+_DUMP_RULES: dict[type, Any] = {
+    cls: _shaped_fields if (cls.omitempty or cls.omitnil or cls.null_lists or cls is EntityAlias) else _fields
+    for cls in _model_classes() if cls.__module__ == MemoryRecord.__module__}
 _DUMP_RULES[PlanEdge] = _edge_fields
 
 
@@ -467,10 +476,10 @@ def _doc_text(record: MemoryRecord, anchor_salience: float, anchor_at: float, va
         # against the general path; values orjson cannot write (ints beyond 64 bits, non-string
         # keys) fall back to the general path.
         try:
-            doc = _fields(record)
+            doc = _shaped_fields(record)
             doc["audit_log"] = []
             doc.pop("redacted", None)
-            lifecycle = _fields(record.lifecycle)
+            lifecycle = _shaped_fields(record.lifecycle)
             lifecycle["anchor_salience"] = anchor_salience
             lifecycle["anchor_at"] = anchor_stamp
             doc["lifecycle"] = lifecycle

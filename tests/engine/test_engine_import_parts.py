@@ -444,7 +444,7 @@ def test_a_bulk_import_into_an_empty_sqlite_store_builds_its_indexes_after(tmp_p
     monkeypatch.setattr(store_module, "BULK_ROWS", 10)
     m = _open(tmp_path, "m.db")
     before = _indexes(m)
-    secondary = _SECONDARY | {"ix_records_scalars"}
+    secondary = _SECONDARY | {store_module.SQLITE_SCALAR_INDEX_NAME}
     assert secondary <= before
     seen: list[set[str]] = []
     _watch_indexes(monkeypatch, seen)

@@ -18,10 +18,3 @@ def mem(store_url: str) -> Iterator[Membrane]:
     yield m
     m.close()
 
-
-@pytest.fixture
-def lite(sqlite_url: str) -> Iterator[Membrane]:
-    """An empty SQLite store at T0, for rules that do not depend on the database."""
-    m = Membrane.open(sqlite_url, load_sample=False, clock=lambda: T0)
-    yield m
-    m.close()

@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from membrane_engine import Membrane
+from membrane_engine.store import SQLITE_SCALAR_INDEX_NAME
 
 from membrane_kit import T0, iso
 
@@ -104,7 +105,7 @@ def test_a_store_made_before_the_success_rate_column_gets_it_on_open(tmp_path):
     m.close()
     engine = create_engine(url)
     with engine.begin() as conn:  # the store as an older engine left it
-        conn.exec_driver_sql("DROP INDEX ix_records_scalars2")
+        conn.exec_driver_sql(f"DROP INDEX {SQLITE_SCALAR_INDEX_NAME}")
         conn.exec_driver_sql("ALTER TABLE records DROP COLUMN success_rate")
     engine.dispose()
     m = Membrane.open(url, load_sample=False, clock=lambda: T0)
