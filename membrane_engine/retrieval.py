@@ -33,16 +33,15 @@ from .schema import (
     refused,
     to_epoch,
 )
+from .ranking import Embedder, VectorIndex, query_vector
 from .selector import (
     DEFAULT_THRESHOLD,
     CandidateScores,
-    EmbeddingProvider,
     SelectionResult,
     Signals,
     composite,
     rank,
     recency_signal,
-    select,
 )
 from .store import Store
 from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, gate_as_read
@@ -183,11 +182,14 @@ _IS_SELECTOR_TYPE[[TYPE_CODES[t] for t in SELECTOR_TYPES]] = True
 
 
 def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float = DEFAULT_THRESHOLD,
-        embeddings: EmbeddingProvider | None = None, counts: bool = True, cap: int | None = MAX_LIMIT) -> Simulation:
+        embedder: Embedder | None = None, counts: bool = True, cap: int | None = MAX_LIMIT,
+        vectors: VectorIndex | None = None) -> Simulation:
     """SPEC 4 over the column cache. ``counts``: also count full / redacted / hidden / below
     min_salience per layer (the simulator's question; a plain retrieve does not ask it).
     ``cap``: how many records limit 0 returns at most (``records_returned``); None for every
-    one (``retrieve_by_type``, which SPEC 4 leaves without a limit)."""
+    one (``retrieve_by_type``, which SPEC 4 leaves without a limit). ``embedder`` and
+    ``vectors``: the ranking provider and the records' vectors (SPEC 9); without them the
+    order is selection promotion and salience."""
     trust, types, min_salience, limit, as_of = validate_request(req)
     t = to_epoch(as_of)
     snap = cache.current()
@@ -211,23 +213,11 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
     layer_counts = _layer_counts(snap, wanted, vis, tk, v) if counts else {}
     limit = records_returned(len(keep), limit, cap)
 
-    selection, selected_ids, selected_s, _ = _select(
-        store, snap, keep, s, v, tk, as_of, threshold, req.task_descriptor, embeddings, trust)
+    query = query_vector(embedder, req.task_descriptor) if vectors is not None else None
+    selection, selected_ids, selected_s, _, chosen_at = _select(
+        snap, keep, s, v, tk, as_of, threshold, query, vectors)
 
-    # Sort: S desc, canonical layer, newer created_at, id asc. With a limit, only the records
-    # that can make the page (S at or above the limit-th value, ties included) are fully sorted.
-    if len(keep) > limit:
-        kth = np.partition(-s, limit - 1)[limit - 1]
-        candidates = np.flatnonzero(-s <= kth)
-    else:
-        candidates = np.arange(len(keep))
-    rows_c = keep[candidates]
-    order = candidates[np.lexsort((
-        snap.ids[rows_c].astype(str),
-        -snap.created_at[rows_c],
-        tc[rows_c],
-        -s[candidates],
-    ))][:limit]
+    order = page_order(snap, keep, s, v, limit, req.task_descriptor, chosen_at, query, vectors)
     page_ids = [str(x) for x in snap.ids[keep[order]]]
     page_s = dict(zip(page_ids, s[order].tolist()))
 
@@ -242,6 +232,71 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
         selection.selected = [read[rid] for rid in selected_ids if rid in read]
         selection.signals = [sig for sig in selection.signals if sig.record_id in read]
     return Simulation(RetrieveResponse(records=records, selection=selection), layer_counts, int(len(keep)))
+
+
+HYBRID_RANK_WEIGHT = 0.7  # Membrane's rankByVector: 0.7 * rank score + 0.3 * salience
+HYBRID_SALIENCE_WEIGHT = 0.3
+
+
+def page_order(snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np.ndarray, limit: int, task: str,
+               chosen_at: np.ndarray, query: np.ndarray | None, vectors: VectorIndex | None) -> np.ndarray:
+    """Positions in ``keep`` of the first ``limit`` records, in SPEC 4 step 5's order:
+    - a query vector: the selector's chosen candidates first (selector order), then the
+      records with a vector by Membrane's hybrid score ``0.7 * (1 - rank / n) + 0.3 * S``
+      (rank by cosine among those n records), then the rest by salience;
+    - else a task descriptor and chosen candidates: those first, then the rest by salience;
+    - else by salience.
+    "By salience": S desc, canonical layer, newer created_at, id asc. Redacted records rank
+    by salience only: nothing of their content shapes the order. **(deviation)** Membrane
+    ranks every stored vector, hidden records' included; here the rank is among the records
+    the context may see in full, so the order never depends on what it may not see."""
+    promoted = chosen_at if (query is not None or task) else np.empty(0, dtype=np.int64)
+    rest = np.ones(len(keep), dtype=bool)
+    rest[promoted] = False
+    head = promoted[:limit]
+    room = limit - len(head)
+    if room <= 0:
+        return head
+    if query is not None and vectors is not None:
+        eligible = np.flatnonzero(rest & (v == FULL))
+        cos, has = vectors.cosines(snap, keep[eligible], query)
+        eligible, cos = eligible[has], cos[has]
+        n = len(eligible)
+        if n:
+            # rank by cosine, ties in store order (Membrane's vector search states no tie
+            # rule; comparing ids as strings would cost more than the rest at a million rows)
+            by_cos = np.argsort(-cos, kind="stable")
+            rank_score = np.empty(n, dtype=np.float64)
+            rank_score[by_cos] = 1.0 - np.arange(n) / n if n > 1 else 1.0
+            hybrid = HYBRID_RANK_WEIGHT * rank_score + HYBRID_SALIENCE_WEIGHT * s[eligible]
+            ranked = eligible[_salience_order(snap, keep, s, eligible, room, key=hybrid)]
+            head = np.concatenate([head, ranked])
+            rest[eligible] = False
+            room = limit - len(head)
+            if room <= 0:
+                return head
+    others = np.flatnonzero(rest)
+    return np.concatenate([head, others[_salience_order(snap, keep, s, others, room)]]).astype(np.int64)
+
+
+def _salience_order(snap: Snapshot, keep: np.ndarray, s: np.ndarray, at: np.ndarray, limit: int,
+                    key: np.ndarray | None = None) -> np.ndarray:
+    """Positions in ``at`` of its first ``limit`` entries by ``key`` (default S) descending,
+    ties: canonical layer, newer created_at, id asc. With a limit, only the entries that can
+    make the page (key at or above the limit-th value, ties included) are fully sorted."""
+    key = s[at] if key is None else key
+    if len(at) > limit:
+        kth = np.partition(-key, limit - 1)[limit - 1]
+        candidates = np.flatnonzero(-key <= kth)
+    else:
+        candidates = np.arange(len(at))
+    rows_c = keep[at[candidates]]
+    return candidates[np.lexsort((
+        snap.ids[rows_c].astype(str),
+        -snap.created_at[rows_c],
+        snap.type_code[rows_c],
+        -key[candidates],
+    ))][:limit]
 
 
 def _layer_counts(snap: Snapshot, wanted: list[MemoryType], vis: np.ndarray, tk: np.ndarray,
@@ -269,37 +324,25 @@ def _alive_by_type(snap: Snapshot) -> np.ndarray:
     return counts
 
 
-def _select(store: Store, snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np.ndarray, tk: np.ndarray,
-            as_of: datetime, threshold: float, task: str, embeddings: EmbeddingProvider | None,
-            trust: TrustContext) -> tuple[SelectionResult | None, list[str], dict[str, float], set[str]]:
+def _select(snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np.ndarray, tk: np.ndarray,
+            as_of: datetime, threshold: float, query: np.ndarray | None, vectors: VectorIndex | None
+            ) -> tuple[SelectionResult | None, list[str], dict[str, float], set[str], np.ndarray]:
     """The selector over the competence and plan candidates among ``keep``: every candidate is
     scored (``scores``), the best SELECTED_MAX are ranked into ``selected`` (ids returned here,
-    records materialized by the caller along with the page)."""
+    records materialized by the caller along with the page; their positions in ``keep`` last).
+    With a query vector, a candidate's applicability is ``(cos + 1) / 2`` when it has a
+    vector (SPEC 5); a redacted candidate scores 0.5 flat whatever its vector."""
     at = np.flatnonzero(np.take(_IS_SELECTOR_TYPE, tk))
     if not len(at):
-        return None, [], {}, set()
+        return None, [], {}, set(), np.empty(0, dtype=np.int64)
     rows = keep[at]
     redacted = v[at] == REDACTED
-    if embeddings is not None and task:
-        ids = snap.ids[rows]
-        # Embedding similarity needs each candidate's content, so read the candidates, each as
-        # its labels read with that content allow (a candidate they now hide is no candidate).
-        id_list = [str(x) for x in ids]
-        saliences = dict(zip(id_list, s[at].tolist()))
-        read = read_gated(store, id_list, saliences, trust)
-        present = np.fromiter((rid in read for rid in id_list), dtype=bool, count=len(id_list))
-        rows, id_list = rows[present], [rid for rid in id_list if rid in read]
-        candidates = [read[rid] for rid in id_list]
-        redacted = np.fromiter((r.redacted for r in candidates), dtype=bool, count=len(candidates))
-        precomputed = {"applicability": snap.confidence[rows], "success": snap.success_signal[rows],
-                       "last_reinforced": snap.last_reinforced_at[rows], "redacted": redacted}
-        result = select(candidates, as_of, threshold, task, embeddings, precomputed)
-        result.selected = result.selected[:SELECTED_MAX]
-        result.signals = result.signals[:SELECTED_MAX]
-        chosen = [sig.record_id for sig in result.signals]
-        return result, chosen, saliences, {sig.record_id for sig in result.signals if sig.redacted}
+    applicability = snap.confidence[rows]
+    if query is not None and vectors is not None:
+        cos, has = vectors.cosines(snap, rows, query)
+        applicability = np.where(has & ~redacted, (cos.astype(np.float64) + 1.0) / 2.0, applicability)
     recency = recency_signal(snap.last_reinforced_at[rows], to_epoch(as_of))
-    applicability, success, recency, score = composite(snap.confidence[rows], snap.success_signal[rows], recency, redacted)
+    applicability, success, recency, score = composite(applicability, snap.success_signal[rows], recency, redacted)
     n = len(rows)
     k = min(n, max(SELECTED_MAX, 2))
     if n > k:  # rank only the candidates that can be among the best k (ties at the k-th included)
@@ -316,7 +359,7 @@ def _select(store: Store, snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np
         threshold=threshold, signals=signals)
     chosen = [sig.record_id for sig in signals]
     saliences = {sig.record_id: float(s[at[i]]) for sig, i in zip(signals, order.tolist())}
-    return result, chosen, saliences, {sig.record_id for sig in signals if sig.redacted}
+    return result, chosen, saliences, {sig.record_id for sig in signals if sig.redacted}, at[order]
 
 
 # --------------------------------------------------------------------------- by id, by type, explain

@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
@@ -19,14 +19,6 @@ from .schema import CompetencePayload, MemoryRecord, PlanGraphPayload, to_epoch
 
 DEFAULT_THRESHOLD = 0.7
 RECENCY_HALF_LIFE_SECONDS = 30 * 86400.0
-
-
-class EmbeddingProvider(Protocol):
-    """Optional: gives a vector for a record and for a task descriptor."""
-
-    def record_vector(self, record: MemoryRecord) -> list[float] | None: ...
-
-    def query_vector(self, task_descriptor: str) -> list[float] | None: ...
 
 
 @dataclass(frozen=True)
@@ -149,20 +141,13 @@ def rank(ids: np.ndarray, scores: np.ndarray, threshold: float) -> tuple[np.ndar
 # --------------------------------------------------------------------------- over records
 
 
-def _cosine(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0
-
-
 def _last_reinforced(record: MemoryRecord) -> float:
     when = record.lifecycle.last_reinforced_at
     return math.nan if when is None or when.year <= 1 else to_epoch(when)
 
 
 def select(candidates: list[MemoryRecord], as_of: datetime, threshold: float = DEFAULT_THRESHOLD,
-           task_descriptor: str = "", embeddings: EmbeddingProvider | None = None,
+           task_descriptor: str = "", embedder: Any = None,
            precomputed: dict[str, Any] | None = None) -> SelectionResult:
     """Rank candidates and say how sure the choice is. ``precomputed`` may carry arrays
     (applicability, success, last_reinforced, redacted) aligned with ``candidates`` so retrieval
@@ -179,14 +164,14 @@ def select(candidates: list[MemoryRecord], as_of: datetime, threshold: float = D
         applicability = np.array([r.confidence for r in candidates], dtype=float)
         success = np.array([0.5 if red else success_signal(r) for r, red in zip(candidates, redacted)], dtype=float)
         last = np.array([_last_reinforced(r) for r in candidates], dtype=float)
-    if embeddings is not None and task_descriptor:
-        query = embeddings.query_vector(task_descriptor)
+    if embedder is not None and task_descriptor and n:
+        from .ranking import embed_records, query_vector  # ranking imports this module's models
+
+        query = query_vector(embedder, task_descriptor)
         if query is not None:
-            applicability = applicability.copy()
-            for i, r in enumerate(candidates):
-                vector = None if redacted[i] else embeddings.record_vector(r)
-                if vector is not None:
-                    applicability[i] = (_cosine(query, vector) + 1.0) / 2.0
+            vectors = embed_records(embedder, candidates)
+            has = np.any(vectors != 0, axis=1) & ~redacted
+            applicability = np.where(has, (vectors @ query + 1.0) / 2.0, applicability)
     recency = recency_signal(last.reshape(n), to_epoch(as_of)) if n else np.empty(0)
     applicability, success, recency, score = composite(applicability, success, recency, redacted)
     order, confidence, needs_more = rank(ids, score, threshold)

@@ -34,6 +34,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     String,
@@ -158,6 +159,16 @@ access_log = Table(
     Column("ts", Float, nullable=False),
     Index("ix_access_log_record", "record_id", "ts"),
     Index("ix_access_log_ts", "ts"),
+)
+
+# Each record's ranking vector (SPEC 9), derived from its text by the named provider
+# (ranking.py): a cache the engine can always recompute, so it carries no audit of its own.
+record_vectors = Table(
+    "record_vectors",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("model", String(64), nullable=False),
+    Column("vector", LargeBinary, nullable=False),  # float32, little-endian
 )
 
 changes = Table(
@@ -750,6 +761,7 @@ class Store:
                 # Stores made before operators existed get their (empty) tables on open.
                 metadata.create_all(conn, tables=OPERATOR_TABLES)
                 access_log.create(conn, checkfirst=True)  # stores made before "who looked"
+                record_vectors.create(conn, checkfirst=True)  # stores made before vectors existed
             if conn.dialect.name == "sqlite":
                 conn.exec_driver_sql(SQLITE_SCALAR_INDEX)
         self._file = self._file_path  # from now on, the file must stay where it is
@@ -1219,6 +1231,52 @@ class Store:
                     else:
                         entries.append(row)
         return texts, entries
+
+    # ranking vectors (SPEC 9) ------------------------------------------------------
+
+    def vectors_of(self, conn: Connection, ids: Sequence[str], model: str) -> dict[str, Any]:
+        """Stored vectors of ``ids`` made by ``model``, as float32 arrays."""
+        import numpy as np
+
+        out: dict[str, Any] = {}
+        for start in range(0, len(ids), 900):
+            q = select(record_vectors.c.id, record_vectors.c.vector).where(
+                record_vectors.c.id.in_(ids[start:start + 900]), record_vectors.c.model == model)
+            for rid, blob in conn.execute(q):
+                out[rid] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def all_vectors(self, conn: Connection, model: str) -> dict[str, Any]:
+        """Every stored vector made by ``model`` (one scan; a cold start of a large store)."""
+        import numpy as np
+
+        q = select(record_vectors.c.id, record_vectors.c.vector).where(record_vectors.c.model == model)
+        return {rid: np.frombuffer(blob, dtype=np.float32) for rid, blob in conn.execute(q)}
+
+    def docs_of(self, conn: Connection, ids: Sequence[str]) -> dict[str, str]:
+        """The stored JSON text of the live records of ``ids``."""
+        out: dict[str, str] = {}
+        for start in range(0, len(ids), 900):
+            q = select(records.c.id, records.c.doc).where(records.c.id.in_(ids[start:start + 900]))
+            out.update(conn.execute(q).all())
+        return out
+
+    def insert_vectors(self, conn: Connection, vectors: list[tuple[str, str, bytes]]) -> None:
+        """(id, model, float32 bytes) rows, replacing what those ids had."""
+        if not vectors:
+            return
+        ids = [v[0] for v in vectors]
+        for start in range(0, len(ids), 900):
+            conn.execute(record_vectors.delete().where(record_vectors.c.id.in_(ids[start:start + 900])))
+        insert_tuples(conn, record_vectors, ("id", "model", "vector"), vectors)
+
+    def save_vectors(self, vectors: dict[str, Any], model: str) -> None:
+        """Vectors computed at query time, in a transaction of their own."""
+        import numpy as np
+
+        rows = [(rid, model, np.asarray(v, dtype=np.float32).tobytes()) for rid, v in vectors.items()]
+        with self.write() as conn:
+            self.insert_vectors(conn, rows)
 
     def existing_ids(self, conn: Connection, ids: Iterable[str], include_archive: bool = True) -> set[str]:
         unique = list(dict.fromkeys(ids))

@@ -42,8 +42,8 @@ with controls:
     st.subheader("Request")
     trust = trust_context_form("sel", scopes_seen(m, clearance), defaults=url_defaults)
     task = st.text_input("Task descriptor", value=url_defaults.get("task", ""), key="sel_task",
-                         help="Passed to the selector; it changes applicability only when an embedding provider "
-                              "is configured")
+                         help="Passed to the selector: with the ranking provider on (the default), applicability is the "
+                              "similarity of each candidate's text to this task")
     as_of = instant_input("As of", "sel_as_of", url_defaults.get("as_of") or now,
                           help="Recency and S(t) are evaluated at this instant")
     min_salience = st.number_input("Min salience", min_value=0.0, value=0.0, step=0.05, format="%.3f",
@@ -71,7 +71,7 @@ with results:
         # The engine's selector at the operator's threshold over the best candidates: the
         # confidence depends only on the best two, which are among them.
         selection = select(selection.selected, as_of, threshold=threshold, task_descriptor=task,
-                           embeddings=m.embeddings)
+                           embedder=m.embedder)
 
     hidden = sum(c.hidden for c in simulation.counts.values())
     below = sum(c.below_min_salience for c in simulation.counts.values())

@@ -163,21 +163,20 @@ def test_threshold_is_configurable(sqlite_url):
 
 
 class FakeEmbeddings:
-    """Vectors by skill name; the query vector is fixed."""
+    """Vectors by text (a competence's text here is its skill name); the query vector is fixed."""
+
+    name = "fake"
 
     def __init__(self, vectors):
         self.vectors = vectors
 
-    def record_vector(self, record):
-        return self.vectors.get(record.id)
-
-    def query_vector(self, task_descriptor):
-        return [1.0, 0.0]
+    def embed(self, texts):
+        return np.array([self.vectors.get(t, [0.0, 0.0]) if t != "deploy" else [1.0, 0.0] for t in texts])
 
 
 def test_embedding_similarity_replaces_confidence(sqlite_url):
     m = Membrane.open(sqlite_url, load_sample=False,
-                      embeddings=FakeEmbeddings({"A": [0.0, 1.0], "B": [1.0, 0.0]}))
+                      embedder=FakeEmbeddings({"A": [0.0, 1.0], "B": [1.0, 0.0]}))
     m.import_records(WORKED)
     sel = m.retrieve(RetrieveRequest(trust=trust(), as_of=T0, task_descriptor="deploy")).selection
     signals = {s.record_id: s for s in sel.signals}

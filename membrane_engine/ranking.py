@@ -1,0 +1,283 @@
+"""Task-aware ranking, SPEC 9: the embedder interface, the default provider, and the record
+vectors kept with the store.
+
+A provider turns texts into vectors. Each record's vector is computed from its text (the fields
+SPEC 9 names per type) when it is imported, and for any record without one (created by
+curation, or in a store written before vectors existed) the first time a task descriptor asks
+for it; vectors live in the store's ``record_vectors`` table and, for queries, in a matrix
+aligned with the column cache's rows.
+
+The default provider needs no network and no configuration: ``tokenlearn-static-model`` ships
+a Model2Vec-style static model (10k-token vocabulary, 64 dimensions, int8) inside its wheel and
+encodes with a Rust tokenizer (~120k short texts/s on one core), and a hashed bag of word stems
+adds the exact-term signal a 64-dimension static model lacks (a skill named "EKS" or "JWT" is
+found by that word). README, "Task-aware ranking", has the measurements behind the choice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import zlib
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .schema import MemoryRecord
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors: ``embed(texts)`` returns an (n, dim) float array, one row per
+    text (a row of zeros means "no vector"). ``name`` identifies the vectors it makes: a store
+    whose vectors were made by another name has them recomputed."""
+
+    name: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+# --------------------------------------------------------------------------- what a record says
+
+
+def _join(*parts: Any) -> str:
+    out = []
+    for p in parts:
+        if p is None or p == "" or p == [] or p == {}:
+            continue
+        out.append(p if isinstance(p, str) else json.dumps(p, ensure_ascii=False, sort_keys=True, default=str))
+    return " ".join(out)
+
+
+def record_text(record: MemoryRecord) -> str:
+    """The text a record's vector is computed from (SPEC 9's fields per type); "" for a
+    redacted view, which has no payload."""
+    p = record.payload
+    if p is None:
+        return ""
+    kind = record.type.value if hasattr(record.type, "value") else str(record.type)
+    if kind == "semantic":
+        return _join(p.subject, p.predicate, p.object)
+    if kind == "competence":
+        return _join(p.skill_name, *[_join(t.signal, t.conditions) for t in p.triggers or []],
+                     *[_join(s.step, s.tool) for s in p.recipe or []])
+    if kind == "plan_graph":
+        return _join(p.intent, *[n.op for n in p.nodes or []])
+    if kind == "episodic":
+        return _join(*[e.summary for e in p.timeline or []])
+    if kind == "working":
+        return _join(getattr(p.state, "value", p.state), p.context_summary)
+    if kind == "entity":
+        aliases = [a if isinstance(a, str) else getattr(a, "value", None) or (a.get("value") if isinstance(a, dict) else "")
+                   for a in p.aliases or []]
+        return _join(p.canonical_name, *aliases)
+    return ""
+
+
+# --------------------------------------------------------------------------- the default provider
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("a an the to of in on for with and or is are be by from at it its this that into when then "
+                  "than as was were has have had do does not no".split())
+LEXICAL_DIM = 128
+STEM = 5  # "upgrade", "upgrades", "upgrading" share a bucket
+
+
+class StaticLexicalEmbedder:
+    """The default provider: the packaged static model's 64 dimensions, next to 128 hashed
+    word-stem dimensions (each half unit length, the lexical half weighted 0.7: the sample
+    store's task list picks best that way, see tests/engine/test_ranking_tasks.py)."""
+
+    name = "static-lexical-v1"
+    lexical_weight = 0.7
+
+    def __init__(self) -> None:
+        import static_model  # the wheel carries the model files; importing reads nothing yet
+        from static_model._static_model import encode_batch
+
+        self._encode = encode_batch
+        self._model_dir = static_model._model_dir()
+        self._buckets: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def _lexical(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), LEXICAL_DIM), dtype=np.float32)
+        buckets = self._buckets
+        for i, text in enumerate(texts):
+            row = out[i]
+            for word in _WORD.findall(text.lower()):
+                b = buckets.get(word)
+                if b is None:
+                    b = -1 if word in _STOP else zlib.crc32(word[:STEM].encode()) % LEXICAL_DIM
+                    buckets[word] = b
+                if b >= 0:
+                    row[b] += 1.0
+        return _unit(out)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, 64 + LEXICAL_DIM), dtype=np.float32)
+        # Identical texts (templated records) are encoded once.
+        unique = list(dict.fromkeys(texts))
+        with self._lock:  # the Rust encoder's model load is not meant to race
+            static = np.asarray(self._encode(self._model_dir, unique, 512), dtype=np.float32)
+        w = self.lexical_weight
+        both = np.hstack([_unit(static) * np.float32(np.sqrt(1 - w)), self._lexical(unique) * np.float32(np.sqrt(w))])
+        empty = np.array([not t.strip() for t in unique])
+        both[empty] = 0.0
+        if len(unique) == len(texts):
+            return both
+        where = {t: i for i, t in enumerate(unique)}
+        return both[[where[t] for t in texts]]
+
+
+def _unit(m: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (m / norms).astype(np.float32, copy=False)
+
+
+_DEFAULT: list[Embedder | None] = []
+
+
+def default_embedder() -> Embedder | None:
+    """The provider a fresh install brings (one per process); None when its package is missing."""
+    if not _DEFAULT:
+        try:
+            _DEFAULT.append(StaticLexicalEmbedder())
+        except ImportError:  # pragma: no cover - the package is a dependency
+            _DEFAULT.append(None)
+    return _DEFAULT[0]
+
+
+def embed_records(embedder: Embedder, records: Sequence[MemoryRecord]) -> np.ndarray:
+    """Unit vectors (rows of zeros for records with no text) of ``records``, float32."""
+    return _unit(np.asarray(embedder.embed([record_text(r) for r in records]), dtype=np.float32))
+
+
+def query_vector(embedder: Embedder | None, task_descriptor: str) -> np.ndarray | None:
+    """The task descriptor's unit vector; None for an empty descriptor or no provider (as
+    Membrane: a query vector exists only for a non-empty task descriptor)."""
+    if embedder is None or not task_descriptor or not task_descriptor.strip():
+        return None
+    v = _unit(np.asarray(embedder.embed([task_descriptor]), dtype=np.float32))[0]
+    return v if np.any(v) else None
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def from_blob(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+# --------------------------------------------------------------------------- vectors for queries
+
+
+class VectorIndex:
+    """Unit vectors aligned with the column cache's rows (float32), filled from the store's
+    ``record_vectors`` table and, for rows without a stored vector, computed from the records'
+    text and written back. A new full load of the column cache (other rows) starts it anew."""
+
+    def __init__(self, store: Any, embedder: Embedder):
+        self.store = store
+        self.embedder = embedder
+        self._lock = threading.Lock()
+        self._row_of: Any = None
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._known = np.zeros(0, dtype=bool)  # row looked up (its vector may still be zeros)
+        self._has = np.zeros(0, dtype=bool)  # row has a (non-zero) vector
+
+    def fill(self, snap: Any) -> None:
+        """Vectors for every live record of ``snap`` that has none yet (after an import)."""
+        self.cosines(snap, np.flatnonzero(snap.alive), np.zeros(1, dtype=np.float32))
+
+    def cosines(self, snap: Any, rows: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(cosine with ``query``, has a vector) for ``rows`` of ``snap``."""
+        with self._lock:
+            if self._row_of is not snap.row_of:  # a full reload of the cache: other rows
+                self._row_of = snap.row_of
+                self._matrix = np.zeros((0, 0), dtype=np.float32)
+                self._known = np.zeros(0, dtype=bool)
+                self._has = np.zeros(0, dtype=bool)
+            n = len(snap.ids)
+            if len(self._known) < n:
+                grow = n - len(self._known)
+                self._known = np.concatenate([self._known, np.zeros(grow, dtype=bool)])
+                self._has = np.concatenate([self._has, np.zeros(grow, dtype=bool)])
+            missing = rows[~self._known[rows]]
+            if len(missing):
+                self._fill(snap, missing)
+            if self._matrix.shape[1] != len(query):
+                return np.zeros(len(rows), dtype=np.float32), np.zeros(len(rows), dtype=bool)
+            if len(rows) * 4 > len(self._matrix):  # most rows: one pass over the matrix
+                cos = (self._matrix @ query)[rows]
+            else:
+                cos = self._matrix[rows] @ query
+            return cos, self._has[rows]
+
+    def _grow(self, n: int, dim: int) -> None:
+        if self._matrix.shape[1] != dim:
+            self._matrix = np.zeros((n, dim), dtype=np.float32)
+            self._known[:] = False
+            self._has[:] = False
+        elif len(self._matrix) < n:
+            grown = np.zeros((max(n, 2 * len(self._matrix)), dim), dtype=np.float32)
+            grown[:len(self._matrix)] = self._matrix
+            self._matrix = grown
+
+    BULK_LOAD = 20_000  # more rows missing than this: read the whole table in one scan
+
+    def _fill(self, snap: Any, rows: np.ndarray) -> None:
+        ids = [str(x) for x in snap.ids[rows]]
+        model = self.embedder.name
+        if len(ids) > self.BULK_LOAD:
+            stored = self.store.peeking(lambda conn: self.store.all_vectors(conn, model))
+        else:
+            stored = self.store.peeking(lambda conn: self.store.vectors_of(conn, ids, model))
+        absent = [rid for rid in ids if rid not in stored]
+        if absent:
+            stored.update(self._compute(absent))
+        dim = next((len(v) for v in stored.values()), 0)
+        if dim == 0:
+            self._known[rows] = True
+            return
+        self._grow(len(snap.ids), dim)
+        if len(ids) > self.BULK_LOAD:  # place every stored vector (rows of other records too)
+            row_of = snap.row_of
+            for rid, v in stored.items():
+                row = row_of.get(rid)
+                if row is not None and len(v) == dim:
+                    self._matrix[row] = v
+                    self._has[row] = bool(v.any())
+                    self._known[row] = True
+        else:
+            for row, rid in zip(rows.tolist(), ids):
+                v = stored.get(rid)
+                if v is not None and len(v) == dim:
+                    self._matrix[row] = v
+                    self._has[row] = bool(v.any())
+        self._known[rows] = True
+
+    def _compute(self, ids: list[str]) -> dict[str, np.ndarray]:
+        """Vectors of stored records that have none yet, written back for the next process."""
+        texts = self.store.peeking(lambda conn: self.store.docs_of(conn, ids))
+        records = []
+        for rid in ids:
+            doc = texts.get(rid)
+            if doc is None:
+                continue
+            try:
+                records.append(MemoryRecord.model_validate_json(doc))
+            except Exception:  # a record the engine cannot read has no text to rank by
+                continue
+        if not records:
+            return {}
+        vectors = embed_records(self.embedder, records)
+        out = {r.id: v for r, v in zip(records, vectors)}
+        self.store.save_vectors(out, self.embedder.name)
+        return out
