@@ -51,29 +51,39 @@ def _join(*parts: Any) -> str:
     return " ".join(out)
 
 
-def record_text(record: MemoryRecord) -> str:
-    """The text a record's vector is computed from (SPEC 9's fields per type); "" for a
-    redacted view, which has no payload."""
+def record_parts(record: MemoryRecord) -> tuple[str, str]:
+    """The text a record's vector is computed from (SPEC 9's fields per type), as (what the
+    record is called, the rest): a skill's name, a plan's intent, a fact's subject and
+    predicate, an entity's canonical name head it; triggers, steps, node ops, the object and
+    aliases follow. ("", "") for a redacted view, which has no payload."""
     p = record.payload
     if p is None:
-        return ""
+        return "", ""
     kind = record.type.value if hasattr(record.type, "value") else str(record.type)
     if kind == "semantic":
-        return _join(p.subject, p.predicate, p.object)
+        return _join(p.subject, p.predicate), _join(p.object)
     if kind == "competence":
-        return _join(p.skill_name, *[_join(t.signal, t.conditions) for t in p.triggers or []],
-                     *[_join(s.step, s.tool) for s in p.recipe or []])
+        return _join(p.skill_name), _join(*[_join(t.signal, t.conditions) for t in p.triggers or []],
+                                          *[_join(s.step, s.tool) for s in p.recipe or []])
     if kind == "plan_graph":
-        return _join(p.intent, *[n.op for n in p.nodes or []])
+        return _join(p.intent), _join(*[n.op for n in p.nodes or []])
     if kind == "episodic":
-        return _join(*[e.summary for e in p.timeline or []])
+        return "", _join(*[e.summary for e in p.timeline or []])
     if kind == "working":
-        return _join(getattr(p.state, "value", p.state), p.context_summary)
+        return _join(p.context_summary), _join(getattr(p.state, "value", p.state))
     if kind == "entity":
         aliases = [a if isinstance(a, str) else getattr(a, "value", None) or (a.get("value") if isinstance(a, dict) else "")
                    for a in p.aliases or []]
-        return _join(p.canonical_name, *aliases)
-    return ""
+        return _join(p.canonical_name), _join(*aliases)
+    return "", ""
+
+
+def record_text(record: MemoryRecord) -> str:
+    """A record's ranking text in one string (what a provider sees when asked for one text)."""
+    return _join(*record_parts(record))
+
+
+HEAD_WEIGHT = 3.0  # what a record is called counts three times its details
 
 
 # --------------------------------------------------------------------------- the default provider
@@ -154,8 +164,13 @@ def default_embedder() -> Embedder | None:
 
 
 def embed_records(embedder: Embedder, records: Sequence[MemoryRecord]) -> np.ndarray:
-    """Unit vectors (rows of zeros for records with no text) of ``records``, float32."""
-    return _unit(np.asarray(embedder.embed([record_text(r) for r in records]), dtype=np.float32))
+    """Unit vectors (rows of zeros for records with no text) of ``records``, float32: the
+    head's and the rest's vectors, each of unit length, summed with the head counting
+    HEAD_WEIGHT times (a long recipe does not drown the skill's name)."""
+    parts = [record_parts(r) for r in records]
+    n = len(parts)
+    vectors = _unit(np.asarray(embedder.embed([h for h, _ in parts] + [b for _, b in parts]), dtype=np.float32))
+    return _unit(HEAD_WEIGHT * vectors[:n] + vectors[n:])
 
 
 def query_vector(embedder: Embedder | None, task_descriptor: str) -> np.ndarray | None:
