@@ -9,6 +9,7 @@ from .errors import (
     NotFoundError,
     ValidationError,
 )
+from .graph import GraphEdge, GraphNode, RetrieveGraphRequest, RetrieveGraphResponse
 from .membrane import Membrane
 from .retrieval import Explanation, RetrieveRequest, RetrieveResponse, Simulation
 from .schema import AuditEntry, MemoryRecord, MemoryType, Sensitivity
@@ -20,4 +21,5 @@ __all__ = [
     "Sensitivity", "MemoryType", "AuditEntry", "Explanation", "Simulation", "Verdict",
     "MembraneError", "NilTrustError", "AccessDeniedError", "NotFoundError", "ValidationError",
     "EpisodicImmutableError", "AlreadyExistsError",
+    "RetrieveGraphRequest", "RetrieveGraphResponse", "GraphNode", "GraphEdge",
 ]

@@ -1,0 +1,342 @@
+"""Graph retrieval, SPEC 9 (Membrane's pkg/retrieval/graph.go and the facade's defaults):
+ranked roots, then a breadth-first walk over ``relations``, every node gated by trust.
+
+Roots are what ``retrieve`` returns for the request (3 x root_limit of them) plus entity
+records whose canonical name or alias the task descriptor mentions, re-ranked as Membrane
+does (entity name matches and links to such entities lift a root) and cut to root_limit. The
+walk then follows each node's relations level by level up to max_hops, stopping at node_limit
+nodes and edge_limit edges, in Membrane's order of checks.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+
+from .columns import TYPE_CODES, ColumnCache, Snapshot
+from .errors import NilTrustError, ValidationError
+from .ranking import Embedder, VectorIndex
+from .retrieval import MAX_LIMIT, RetrieveRequest, _materialize, run
+from .salience import salience_rows
+from .schema import EntityPayload, MemoryRecord, MemoryType, refused, to_epoch
+from .selector import DEFAULT_THRESHOLD, SelectionResult
+from .store import Store
+from .trust import TrustContext, Verdict, as_trust, decide, redact
+
+# Membrane's facade defaults (pkg/membrane/config.go): a request's 0 means these.
+DEFAULT_ROOT_LIMIT = 10
+DEFAULT_NODE_LIMIT = 25
+DEFAULT_EDGE_LIMIT = 100
+DEFAULT_MAX_HOPS = 1
+MAX_HOPS = 10_000
+
+
+class RetrieveGraphRequest(BaseModel):
+    """A graph retrieval request (SPEC 8). As RetrieveRequest, constructing one never fails
+    for missing trust or numbers out of range: the call checks. ``max_hops``: 0 means the
+    default (1), -1 means no expansion (roots only), as Membrane's facade."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    trust: TrustContext | None = None
+    task_descriptor: str = ""
+    memory_types: list[Any] = Field(default_factory=list)
+    min_salience: Any = 0.0
+    root_limit: Any = DEFAULT_ROOT_LIMIT
+    node_limit: Any = DEFAULT_NODE_LIMIT
+    edge_limit: Any = DEFAULT_EDGE_LIMIT
+    max_hops: Any = DEFAULT_MAX_HOPS
+    as_of: datetime | None = None
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except PydanticValidationError as exc:
+            raise refused("RetrieveGraphRequest", exc) from None
+
+
+class GraphNode(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    record: MemoryRecord
+    root: bool = False
+    hop: int = 0
+
+
+class GraphEdge(BaseModel):
+    source_id: str
+    predicate: str
+    target_id: str
+    weight: float
+
+
+class RetrieveGraphResponse(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    nodes: list[GraphNode] = Field(default_factory=list)
+    edges: list[GraphEdge] = Field(default_factory=list)
+    root_ids: list[str] = Field(default_factory=list)
+    selection: SelectionResult | None = None
+
+
+def _whole_number(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValidationError(f"{name} must be an integer (got {value!r})", [(name, "not an integer")])
+    if not low <= value <= high:
+        raise ValidationError(f"{name} must be between {low} and {high} (got {value})", [(name, "out of range")])
+    return int(value)
+
+
+def _limits(req: RetrieveGraphRequest) -> tuple[int, int, int, int]:
+    """(root, node, edge limit, hops) after the facade's defaults: a limit of 0 is the
+    default; max_hops 0 is the default and -1 is none."""
+    root = _whole_number("root_limit", req.root_limit, 0, MAX_LIMIT) or DEFAULT_ROOT_LIMIT
+    node = _whole_number("node_limit", req.node_limit, 0, MAX_LIMIT) or DEFAULT_NODE_LIMIT
+    edge = _whole_number("edge_limit", req.edge_limit, 0, MAX_LIMIT) or DEFAULT_EDGE_LIMIT
+    hops = _whole_number("max_hops", req.max_hops, -1, MAX_HOPS)
+    hops = DEFAULT_MAX_HOPS if hops == 0 else max(hops, 0)
+    return root, node, edge, hops
+
+
+# --------------------------------------------------------------------------- the trust gate
+
+
+def gate_read(record: MemoryRecord | None, trust: TrustContext) -> MemoryRecord | None:
+    """A record as read, gated on the labels it was read with (SPEC 4, "the gate decides on
+    what it returns"): the record, its redacted view, or None. Every node of a graph passes
+    here, roots and neighbours alike."""
+    if record is None:
+        return None
+    verdict = decide(record.sensitivity, record.scope, trust).verdict
+    if verdict is Verdict.FULL:
+        return record
+    if verdict is Verdict.REDACTED:
+        return redact(record)
+    return None
+
+
+# --------------------------------------------------------------------------- entity roots
+
+_SPACES = re.compile(r"\s+")
+
+
+def normalize_term(text: str) -> str:
+    """Membrane's NormalizeEntityTerm: lower case, trimmed, inner spaces collapsed."""
+    return _SPACES.sub(" ", str(text).strip().lower())
+
+
+def _alias_values(payload: EntityPayload) -> list[str]:
+    out = []
+    for alias in payload.aliases or []:
+        value = alias if isinstance(alias, str) else alias.get("value") if isinstance(alias, dict) else None
+        if isinstance(value, str) and value.strip():
+            out.append(value)
+    return out
+
+
+class EntityTerms:
+    """Normalized canonical names and aliases of the store's entity records, by row of the
+    column cache; rows are read once (entities are few next to other records) and the index
+    starts anew when the cache loads anew."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._lock = threading.Lock()
+        self._row_of: Any = None
+        self._known = np.zeros(0, dtype=bool)
+        self._terms: dict[str, set[int]] = {}
+
+    def matching(self, snap: Snapshot, task: str) -> list[int]:
+        """Rows of entities one of whose terms occurs in ``task`` as whole words.
+        **(deviation)** Membrane matches an entity only when the whole descriptor equals one of
+        its terms ("Orchid" finds Orchid, "deploy Orchid" does not); here any term the
+        descriptor contains counts, so a task names its entities in a sentence."""
+        text = f" {' '.join(re.findall(r'[a-z0-9]+', normalize_term(task)))} "
+        if not text.strip():
+            return []
+        with self._lock:
+            self._catch_up(snap)
+            rows: set[int] = set()
+            for term, where in self._terms.items():
+                if term and f" {term} " in text:
+                    rows |= where
+        return sorted(r for r in rows if r < len(snap.alive) and snap.alive[r])
+
+    def _catch_up(self, snap: Snapshot) -> None:
+        if self._row_of is not snap.row_of:
+            self._row_of, self._known, self._terms = snap.row_of, np.zeros(0, dtype=bool), {}
+        n = len(snap.ids)
+        if len(self._known) < n:
+            self._known = np.concatenate([self._known, np.zeros(n - len(self._known), dtype=bool)])
+        todo = np.flatnonzero(~self._known[:n] & (snap.type_code[:n] == TYPE_CODES["entity"]) & snap.alive[:n])
+        if not len(todo):
+            return
+        ids = [str(x) for x in snap.ids[todo]]
+        docs = self.store.peeking(lambda conn: self.store.docs_of(conn, ids))
+        for row, rid in zip(todo.tolist(), ids):
+            doc = docs.get(rid)
+            if doc is None:
+                continue
+            try:
+                payload = MemoryRecord.model_validate_json(doc).payload
+            except PydanticValidationError:
+                continue
+            if isinstance(payload, EntityPayload):
+                for term in [payload.canonical_name, *_alias_values(payload)]:
+                    key = " ".join(re.findall(r"[a-z0-9]+", normalize_term(term)))
+                    self._terms.setdefault(key, set()).add(row)
+        self._known[todo] = True
+
+
+# --------------------------------------------------------------------------- re-ranking (graph.go)
+
+
+def lexical_match(value: str, query: str) -> bool:
+    v, q = normalize_term(value), normalize_term(query)
+    return bool(v and q) and (v == q or q in v or v in q)
+
+
+def relation_boost(predicate: str, fallback: float) -> float:
+    p = normalize_term(predicate)
+    if p in ("mentions_entity", "mentioned_in"):
+        return fallback + 20
+    if p in ("subject_entity", "fact_subject_of", "object_entity", "fact_object_of"):
+        return fallback + 25
+    if p in ("supports", "supported_by", "depends_on", "dependency_of"):
+        return fallback + 10
+    return fallback
+
+
+def _entity_types(payload: EntityPayload) -> list[str]:
+    return list(dict.fromkeys([t for t in [payload.primary_type, *payload.types] if t]))
+
+
+def root_boost(record: MemoryRecord, query: str, entities: dict[str, EntityPayload | None]) -> float:
+    """Membrane's rootBoost: an entity named in the query, and links to such entities.
+    (Membrane also boosts an ``interpretation``'s mentions; this schema has no such field.)"""
+    score = 0.0
+    payload = record.payload
+    if isinstance(payload, EntityPayload):
+        if lexical_match(payload.canonical_name, query):
+            score += 100
+        if any(lexical_match(a, query) for a in _alias_values(payload)):
+            score += 75
+        if any(lexical_match(t, query) for t in _entity_types(payload)):
+            score += 15
+    for rel in record.relations or []:
+        target = entities.get(rel.target_id)
+        if target is None:
+            continue
+        if lexical_match(target.canonical_name, query):
+            score += relation_boost(rel.predicate, 60)
+        if any(lexical_match(a, query) for a in _alias_values(target)):
+            score += relation_boost(rel.predicate, 45)
+    return score
+
+
+def rerank_roots(records: list[MemoryRecord], query: str, entities: dict[str, EntityPayload | None]) -> list[MemoryRecord]:
+    """Membrane's rerankGraphRoots: position (earlier higher) plus root_boost; stable."""
+    if not records or not query:
+        return records
+    n = len(records)
+    scored = [(n - i + root_boost(r, query, entities), -i) for i, r in enumerate(records)]
+    order = sorted(range(n), key=lambda i: scored[i], reverse=True)
+    return [records[i] for i in order]
+
+
+# --------------------------------------------------------------------------- the walk
+
+
+def _read(store: Store, snap: Snapshot, ids: list[str], t: float) -> dict[str, MemoryRecord]:
+    """Live records of ``ids`` as stored, with salience S(t) (ungated: every caller gates)."""
+    rows = [snap.row_of.get(rid) for rid in ids]
+    live = [(rid, row) for rid, row in zip(ids, rows) if row is not None and snap.alive[row]]
+    if not live:
+        return {}
+    order = np.array(sorted(row for _, row in live), dtype=np.int64)
+    s = dict(zip((str(x) for x in snap.ids[order]), salience_rows(snap.decay, order, t).tolist()))
+    return _materialize(store, [rid for rid, _ in live], s)
+
+
+def retrieve_graph(store: Store, cache: ColumnCache, req: RetrieveGraphRequest, terms: EntityTerms,
+                   threshold: float = DEFAULT_THRESHOLD, embedder: Embedder | None = None,
+                   vectors: VectorIndex | None = None) -> RetrieveGraphResponse:
+    if req is None or getattr(req, "trust", None) is None:
+        raise NilTrustError()
+    root_limit, node_limit, edge_limit, max_hops = _limits(req)
+    base = run(store, cache, RetrieveRequest(trust=req.trust, task_descriptor=req.task_descriptor,
+                                             memory_types=req.memory_types, min_salience=req.min_salience,
+                                             limit=min(3 * root_limit, MAX_LIMIT), as_of=req.as_of),
+               threshold, embedder, counts=False, vectors=vectors)
+    trust = as_trust(req.trust)
+    as_of = req.as_of
+    snap = cache.current()
+    t = to_epoch(as_of)
+    task = req.task_descriptor or ""
+
+    candidates = list(base.response.records)
+    wants_entities = not req.memory_types or any(
+        (m.value if isinstance(m, MemoryType) else m) == "entity" for m in req.memory_types)
+    if task.strip() and wants_entities:
+        rows = terms.matching(snap, task)[:root_limit]
+        found = _read(store, snap, [str(x) for x in snap.ids[rows]], t) if rows else {}
+        candidates += [g for g in (gate_read(found.get(str(snap.ids[r])), trust) for r in rows) if g is not None]
+    candidates = list({r.id: r for r in reversed(candidates)}.values())[::-1]  # first occurrence wins
+
+    entities: dict[str, EntityPayload | None] = {}
+    if task:
+        linked = list({rel.target_id for r in candidates for rel in r.relations or []})
+        for rid, rec in _read(store, snap, linked, t).items():
+            seen = gate_read(rec, trust)
+            # Membrane's relatedEntity: only an entity the context sees in full lends its names
+            entities[rid] = seen.payload if seen is not None and not seen.redacted and \
+                isinstance(seen.payload, EntityPayload) else None
+    roots = rerank_roots(candidates, task, entities)[:root_limit]
+
+    nodes: dict[str, GraphNode] = {}
+    root_ids: list[str] = []
+    for rec in roots:
+        nodes[rec.id] = GraphNode(record=rec, root=True, hop=0)
+        root_ids.append(rec.id)
+        if len(nodes) >= node_limit:
+            break
+
+    edges: list[GraphEdge] = []
+    seen_edges: set[tuple[str, str, str]] = set()
+    level = [n for n in nodes.values()]
+    while level:
+        # Relations of a redacted node are not read: its relations are part of what redaction
+        # withholds. **(deviation)** Membrane expands from a redacted node's stored relations.
+        expanding = [n for n in level if n.hop < max_hops and not n.record.redacted]
+        wanted = list({rel.target_id for n in expanding for rel in n.record.relations or []} - set(nodes))
+        fetched = _read(store, snap, wanted, t) if wanted else {}
+        next_level: list[GraphNode] = []
+        for current in expanding:
+            for rel in current.record.relations or []:
+                if len(edges) >= edge_limit:
+                    break
+                key = (current.record.id, rel.predicate, rel.target_id)
+                if key in seen_edges:
+                    continue
+                if rel.target_id not in nodes:
+                    target = gate_read(fetched.get(rel.target_id), trust)
+                    if target is None:  # missing, or hidden from this context: no node, no edge
+                        continue
+                    if len(nodes) >= node_limit:
+                        continue
+                    node = GraphNode(record=target, root=False, hop=current.hop + 1)
+                    nodes[target.id] = node
+                    next_level.append(node)
+                edges.append(GraphEdge(source_id=current.record.id, predicate=rel.predicate,
+                                       target_id=rel.target_id, weight=rel.weight))
+                seen_edges.add(key)
+        level = next_level
+
+    ordered = sorted(nodes.values(), key=lambda n: (not n.root, n.hop, -n.record.salience, n.record.id))
+    return RetrieveGraphResponse(nodes=ordered, edges=edges, root_ids=root_ids, selection=base.response.selection)
