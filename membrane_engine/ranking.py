@@ -17,6 +17,7 @@ found by that word). README, "Task-aware ranking", has the measurements behind t
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import zlib
@@ -26,6 +27,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from .schema import MemoryRecord
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -178,8 +181,23 @@ def query_vector(embedder: Embedder | None, task_descriptor: str) -> np.ndarray 
     Membrane: a query vector exists only for a non-empty task descriptor)."""
     if embedder is None or not task_descriptor or not task_descriptor.strip():
         return None
-    v = _unit(np.asarray(embedder.embed([task_descriptor]), dtype=np.float32))[0]
+    try:
+        v = _unit(np.asarray(embedder.embed([task_descriptor]), dtype=np.float32))[0]
+    except Exception as exc:  # as Membrane: a failing provider means no query vector, not a failed read
+        log.warning("ranking provider %s failed on a task descriptor (%s): order by salience", embedder.name, exc)
+        return None
     return v if np.any(v) else None
+
+
+def try_embed_records(embedder: Embedder, records: Sequence[MemoryRecord]) -> np.ndarray | None:
+    """``embed_records``, or None when the provider fails (the records then get their vectors
+    when a task first asks; an import never fails for its ranking provider)."""
+    try:
+        return embed_records(embedder, records)
+    except Exception as exc:
+        log.warning("ranking provider %s failed on %d records (%s): vectors left for later",
+                    embedder.name, len(records), exc)
+        return None
 
 
 def to_blob(vector: np.ndarray) -> bytes:
@@ -290,9 +308,9 @@ class VectorIndex:
                 records.append(MemoryRecord.model_validate_json(doc))
             except Exception:  # a record the engine cannot read has no text to rank by
                 continue
-        if not records:
+        vectors = try_embed_records(self.embedder, records) if records else None
+        if vectors is None:
             return {}
-        vectors = embed_records(self.embedder, records)
         out = {r.id: v for r, v in zip(records, vectors)}
         self.store.save_vectors(out, self.embedder.name)
         return out
