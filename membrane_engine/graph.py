@@ -307,9 +307,22 @@ def retrieve_graph(store: Store, cache: ColumnCache, req: RetrieveGraphRequest, 
         if len(nodes) >= node_limit:
             break
 
+    edges = _walk(store, snap, nodes, list(nodes.values()), trust, t, max_hops, node_limit, edge_limit)
+    return RetrieveGraphResponse(nodes=_ordered(nodes), edges=edges, root_ids=root_ids, selection=base.response.selection)
+
+
+def _ordered(nodes: dict[str, GraphNode]) -> list[GraphNode]:
+    """Roots first, then by hop, then salience descending (ties by id; Membrane's sort is not stable)."""
+    return sorted(nodes.values(), key=lambda n: (not n.root, n.hop, -n.record.salience, n.record.id))
+
+
+def _walk(store: Store, snap: Snapshot, nodes: dict[str, GraphNode], level: list[GraphNode], trust: TrustContext,
+          t: float, max_hops: int, node_limit: int, edge_limit: int) -> list[GraphEdge]:
+    """Breadth-first over relations from ``level``, adding to ``nodes``; Membrane's checks in
+    its order: edge limit, duplicate edge, target missing or hidden (no node, no edge), node
+    limit (no node, no edge), then the edge. Targets of a level are read in one statement."""
     edges: list[GraphEdge] = []
     seen_edges: set[tuple[str, str, str]] = set()
-    level = [n for n in nodes.values()]
     while level:
         # Relations of a redacted node are not read: its relations are part of what redaction
         # withholds. **(deviation)** Membrane expands from a redacted node's stored relations.
@@ -337,6 +350,45 @@ def retrieve_graph(store: Store, cache: ColumnCache, req: RetrieveGraphRequest, 
                                        target_id=rel.target_id, weight=rel.weight))
                 seen_edges.add(key)
         level = next_level
+    return edges
 
-    ordered = sorted(nodes.values(), key=lambda n: (not n.root, n.hop, -n.record.salience, n.record.id))
-    return RetrieveGraphResponse(nodes=ordered, edges=edges, root_ids=root_ids, selection=base.response.selection)
+
+def neighbourhood(store: Store, cache: ColumnCache, record_id: str, trust: TrustContext, incoming: list[str],
+                  as_of: datetime, max_hops: int = 2, node_limit: int = 40, edge_limit: int = 200) -> RetrieveGraphResponse:
+    """The records around one record as ``trust`` may see them: the record (the root), the
+    records whose relations point at it (``incoming``, hop 1), and the relations out of
+    both, walked up to ``max_hops`` (supersedes chains, derived_from, contested_by, entity
+    mentions). The record itself is gated like every other node: hidden, the answer is empty."""
+    trust = as_trust(trust)
+    snap = cache.current()
+    t = to_epoch(as_of)
+    found = _read(store, snap, [record_id, *incoming], t)
+    nodes: dict[str, GraphNode] = {}
+    centre = gate_read(found.get(record_id), trust)
+    if centre is None:
+        return RetrieveGraphResponse()
+    nodes[record_id] = GraphNode(record=centre, root=True, hop=0)
+    for rid in incoming:
+        seen = gate_read(found.get(rid), trust)
+        if seen is not None and rid not in nodes and len(nodes) < node_limit:
+            nodes[rid] = GraphNode(record=seen, root=False, hop=1)
+    edges = _walk(store, snap, nodes, _ordered(nodes), trust, t, max_hops, node_limit, edge_limit)
+    return RetrieveGraphResponse(nodes=_ordered(nodes), edges=edges, root_ids=[record_id])
+
+
+def within(response: RetrieveGraphResponse, clearance: TrustContext) -> tuple[RetrieveGraphResponse, int]:
+    """A graph cut to what ``clearance`` (an operator's, SPEC 10) allows: every node gated
+    again, the stricter verdict winning (full under the agent's context but redacted under the
+    clearance is redacted); nodes the clearance hides are dropped with their edges. Returns the
+    graph and how many nodes were withheld."""
+    clearance = as_trust(clearance)
+    kept: dict[str, GraphNode] = {}
+    for node in response.nodes:
+        seen = gate_read(node.record, clearance)
+        if seen is not None:
+            kept[seen.id] = node if seen is node.record else GraphNode(record=seen, root=node.root, hop=node.hop)
+    edges = [e for e in response.edges if e.source_id in kept and e.target_id in kept]
+    roots = [rid for rid in response.root_ids if rid in kept]
+    # The selection is left out: its records were gated for the agent only.
+    return (RetrieveGraphResponse(nodes=list(kept.values()), edges=edges, root_ids=roots),
+            len(response.nodes) - len(kept))

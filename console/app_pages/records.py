@@ -15,6 +15,7 @@ import streamlit as st
 
 from console import state
 from console.components.clearance import clearance_caption, from_key, key_of, signed_in
+from console.components.graph_view import neighbourhood
 from console.components.record_card import summary
 from console.components.record_detail import render_record
 from console.components.safe import clean, md
@@ -174,3 +175,4 @@ if selected_id:
         render_record(record, on_open=open_record, key=f"{K}_detail", known=known,
                       referenced_by=None if record.redacted else _incoming(m.url, snap_seq, record.id, key_of(clearance)),
                       as_of=as_of)
+        neighbourhood(m, record.id, key=f"{K}_hood", as_of=as_of)

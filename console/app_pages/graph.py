@@ -1,0 +1,73 @@
+"""Graph: "What would this agent receive as a graph for this task?" The engine's
+retrieve_graph (SPEC 9) for one trust context and task: the roots it ranks, the records their
+relations reach within the hops asked, the typed edges between them.
+
+What is drawn is gated twice, by the engine: for the agent's context (retrieve_graph) and for
+the signed-in operator's clearance (graph.within); the stricter verdict wins, so simulating a
+wider context than one's clearance shows how many nodes were withheld, never their content.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import streamlit as st
+
+from console import auth, state
+from console.components.graph_view import render_graph
+from console.components.guard import engine_call
+from console.components.time_input import as_of_input
+from console.components.trust_form import LAYERS, trust_context_form
+from membrane_engine import RetrieveGraphRequest
+from membrane_engine.graph import DEFAULT_EDGE_LIMIT, DEFAULT_NODE_LIMIT, DEFAULT_ROOT_LIMIT, within
+
+K = "gr"
+HOPS = {"1 hop": 1, "2 hops": 2, "3 hops": 3, "roots only": -1}
+
+m = state.membrane()
+st.title("What graph would this agent receive?")
+st.caption("The memory graph the engine returns for one trust context and task: ranked roots, the records their "
+           "relations reach, and the typed edges between them. Redacted records are drawn locked, with their labels "
+           "only; hidden ones are not drawn at all.")
+
+operator = auth.current()
+if operator is None:
+    st.info("Sign in to see graphs: what is drawn is limited to your clearance.")
+    st.stop()
+
+controls, results = st.columns([2, 5], gap="large")
+with controls:
+    st.subheader("Agent and task")
+    trust = trust_context_form(K, m.scopes())
+    task = st.text_input("Task descriptor", key=f"{K}_task", placeholder="e.g. fix flaky pytest test in CI",
+                         help="Ranks the roots (and finds entities it names); empty ranks by salience")
+    types = st.multiselect("Memory types of the roots", LAYERS, key=f"{K}_types", help="Empty: every type")
+    hops = st.segmented_control("Expansion", list(HOPS), default="1 hop", key=f"{K}_hops")
+    c = st.columns(3)
+    root_limit = c[0].number_input("Roots", 1, 100, DEFAULT_ROOT_LIMIT, key=f"{K}_roots")
+    node_limit = c[1].number_input("Nodes", 1, 500, DEFAULT_NODE_LIMIT, key=f"{K}_nodes")
+    edge_limit = c[2].number_input("Edges", 1, 2000, DEFAULT_EDGE_LIMIT, key=f"{K}_edges")
+    as_of = as_of_input(f"{K}_as_of", label="As of (UTC)", help="Salience S(t) at this instant")
+
+request = RetrieveGraphRequest(trust=trust, task_descriptor=task, memory_types=types, root_limit=int(root_limit),
+                               node_limit=int(node_limit), edge_limit=int(edge_limit),
+                               max_hops=HOPS.get(hops or "1 hop", 1), as_of=as_of)
+with results:
+    with engine_call("The engine refused the request"):
+        answer = m.retrieve_graph(request)
+    graph, withheld = within(answer, operator.clearance)
+    redacted = sum(n.record.redacted for n in graph.nodes)
+    cols = st.columns(5)
+    cols[0].metric("Roots", len(graph.root_ids))
+    cols[1].metric("Nodes", len(graph.nodes))
+    cols[2].metric("Edges", len(graph.edges))
+    cols[3].metric("Redacted", redacted, help="Drawn locked: metadata only")
+    cols[4].metric("Beyond your clearance", withheld,
+                   help=f"Nodes this agent would receive that your clearance ({operator.clearance.max_sensitivity.value}"
+                        f"{', scopes ' + ', '.join(operator.scopes) if operator.scopes else ''}) does not show you")
+    predicates = sorted({e.predicate for e in graph.edges})
+    # Keyed by the set of edge types: another graph starts with all of its types drawn.
+    shown = st.pills("Edge types", predicates, selection_mode="multi", default=predicates,
+                     key=f"{K}_predicates_{zlib.crc32('|'.join(predicates).encode()):08x}",
+                     help="Which typed edges to draw") if predicates else []
+    render_graph(graph, key=K, predicates=list(shown or []))
