@@ -22,7 +22,7 @@ from membrane_engine import RetrieveGraphRequest
 from membrane_engine.graph import DEFAULT_EDGE_LIMIT, DEFAULT_NODE_LIMIT, DEFAULT_ROOT_LIMIT, within
 
 K = "gr"
-HOPS = {"1 hop": 1, "2 hops": 2, "3 hops": 3, "roots only": -1}
+HOPS = {"1": 1, "2": 2, "3": 3, "none": -1}
 
 m = state.membrane()
 st.title("What graph would this agent receive?")
@@ -42,7 +42,8 @@ with controls:
     task = st.text_input("Task descriptor", key=f"{K}_task", placeholder="e.g. fix flaky pytest test in CI",
                          help="Ranks the roots (and finds entities it names); empty ranks by salience")
     types = st.multiselect("Memory types of the roots", LAYERS, key=f"{K}_types", help="Empty: every type")
-    hops = st.segmented_control("Expansion", list(HOPS), default="1 hop", key=f"{K}_hops")
+    hops = st.segmented_control("Hops from the roots", list(HOPS), default="1", key=f"{K}_hops",
+                                help="How far the walk over relations goes; none: the roots only")
     c = st.columns(3)
     root_limit = c[0].number_input("Roots", 1, 100, DEFAULT_ROOT_LIMIT, key=f"{K}_roots")
     node_limit = c[1].number_input("Nodes", 1, 500, DEFAULT_NODE_LIMIT, key=f"{K}_nodes")
@@ -51,7 +52,7 @@ with controls:
 
 request = RetrieveGraphRequest(trust=trust, task_descriptor=task, memory_types=types, root_limit=int(root_limit),
                                node_limit=int(node_limit), edge_limit=int(edge_limit),
-                               max_hops=HOPS.get(hops or "1 hop", 1), as_of=as_of)
+                               max_hops=HOPS.get(hops or "1", 1), as_of=as_of)
 with results:
     with engine_call("The engine refused the request"):
         answer = m.retrieve_graph(request)
@@ -62,7 +63,7 @@ with results:
     cols[1].metric("Nodes", len(graph.nodes))
     cols[2].metric("Edges", len(graph.edges))
     cols[3].metric("Redacted", redacted, help="Drawn locked: metadata only")
-    cols[4].metric("Beyond your clearance", withheld,
+    cols[4].metric("Withheld", withheld,
                    help=f"Nodes this agent would receive that your clearance ({operator.clearance.max_sensitivity.value}"
                         f"{', scopes ' + ', '.join(operator.scopes) if operator.scopes else ''}) does not show you")
     predicates = sorted({e.predicate for e in graph.edges})

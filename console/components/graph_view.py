@@ -34,8 +34,9 @@ LOCK = "\U0001F512"
 
 
 def node_label(record: MemoryRecord, limit: int = 32) -> str:
-    """A short name for a node, inert for a figure."""
-    return plot_text(name(record), limit)
+    """A short name for a node, inert for a figure (cut with an ellipsis, no note of the rest)."""
+    text = " ".join(name(record).split())
+    return plot_text(text if len(text) <= limit else text[:limit - 1] + "…", limit + 1)
 
 
 def name(record: MemoryRecord) -> str:
@@ -118,14 +119,16 @@ def figure(graph: RetrieveGraphResponse, predicates: list[str] | None = None, he
         fig.add_trace(go.Scatter(
             x=[pos[n.record.id][0] for n in nodes], y=[pos[n.record.id][1] for n in nodes],
             mode="markers+text", name=f"{LOCK} redacted" if redacted else key,
-            text=[node_label(n.record, 24) for n in nodes], textposition="top center", textfont=dict(size=11),
+            # Labels for the roots, entities and locked nodes; every node has its hover text.
+            text=[node_label(n.record, 22) if (n.root or redacted or n.record.type.value == "entity") else ""
+                  for n in nodes], textposition="top center", textfont=dict(size=11),
             hovertext=[hover(n.record, n.root, n.hop) for n in nodes], hoverinfo="text",
             marker=dict(size=[22 if n.root else 14 for n in nodes], symbol="square" if redacted else "circle",
                         color=REDACTED_COLOR if redacted else TYPE_COLORS.get(key, PALETTE[8]),
                         line=dict(width=[3 if n.root else 1 for n in nodes], color="#111827")),
         ))
     fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False, scaleanchor="x")
+    fig.update_yaxes(visible=False)
     return tidy(fig, height=height, legend_below=True)
 
 

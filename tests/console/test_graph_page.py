@@ -82,7 +82,7 @@ def test_page_draws_the_engines_graph_with_redacted_nodes_locked(store: str, tas
     m.close()
     shown = metrics(at)
     assert shown["Nodes"] == str(len(expected.nodes)) and shown["Edges"] == str(len(expected.edges))
-    assert shown["Beyond your clearance"] == "0"
+    assert shown["Withheld"] == "0"
     spec = figure(at)
     traces = {t["name"]: t for t in spec["data"]}
     redacted = [n for n in expected.nodes if n.record.redacted]
@@ -111,7 +111,7 @@ def test_clearance_narrower_than_the_agent_withholds_nodes(store: str) -> None:
     at.selectbox(key="gr_preset").set_value("Administrator (hyper, every scope)").run()
     at.text_input(key="gr_task").set_value("rotate the JWT signing key").run()
     assert not at.exception
-    withheld = int(metrics(at)["Beyond your clearance"])
+    withheld = int(metrics(at)["Withheld"])
     assert withheld > 0
     table = at.dataframe[0].value
     assert set(table["sensitivity"]) <= {"public", "low", "medium"}  # high and hyper: beyond the clearance
@@ -129,9 +129,9 @@ def test_clearance_narrower_than_the_agent_withholds_nodes(store: str) -> None:
 def test_hops_and_edge_types(store: str) -> None:
     at = sample_agent(graph_page(), "fix flaky pytest test in CI")
     one = int(metrics(at)["Nodes"])
-    at.segmented_control(key="gr_hops").set_value("roots only").run()
+    at.segmented_control(key="gr_hops").set_value("none").run()
     assert metrics(at)["Edges"] == "0" and int(metrics(at)["Nodes"]) <= one
-    at.segmented_control(key="gr_hops").set_value("2 hops").run()
+    at.segmented_control(key="gr_hops").set_value("2").run()
     pills = next(p for p in at.pills if p.label == "Edge types")
     predicates = pills.options
     pills.set_value([predicates[0]]).run()

@@ -1,0 +1,128 @@
+"""The Graph page and the neighbourhood view in a real browser: the sample agent's graph drawn
+with its redacted nodes locked, and, on the canary store (tests/security/canary_store.py), no
+byte of a record the simulated agent or the operator's clearance may not see in full in the
+HTML or the WebSocket frames."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from membrane_engine import TrustContext
+from membrane_engine.trust import Verdict
+
+from . import harness
+from .conftest import _OPEN_CONSOLES  # noqa: F401 (the failure report lists open tabs)
+from .harness import ConsoleServer
+from .kit import set_multiselect, set_select_slider
+from .test_leaks import SENSITIVITIES, assert_no_leak, ctx_id, forbidden, gate
+
+pytestmark = pytest.mark.e2e
+
+SIGNED_IN_APP = Path(__file__).resolve().parent / "signed_in_app.py"
+
+
+def signed_in_server(name: str, db_url: str, workdir: Path, clearance: str) -> Iterator[ConsoleServer]:
+    """A console server whose sessions start signed in with ``clearance`` (signed_in_app.py)."""
+    server = ConsoleServer(name, db_url, workdir)
+    app, os.environ["E2E_OPERATOR_CLEARANCE"] = harness.APP, clearance
+    harness.APP = SIGNED_IN_APP
+    try:
+        server.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    finally:
+        harness.APP = app
+        os.environ.pop("E2E_OPERATOR_CLEARANCE", None)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def sample_graph_server(sample_store_url, tmp_path_factory) -> Iterator[ConsoleServer]:
+    yield from signed_in_server("graph-sample", sample_store_url, tmp_path_factory.mktemp("graph-sample"), "hyper")
+
+
+@pytest.fixture(scope="module", params=["hyper", "low:alpha"], ids=["clearance-hyper", "clearance-low-alpha"])
+def canary_graph_server(request, canary_store_url, tmp_path_factory) -> Iterator[tuple[ConsoleServer, str]]:
+    for server in signed_in_server(f"graph-canary-{request.param}", canary_store_url,
+                                   tmp_path_factory.mktemp("graph-canary"), request.param):
+        yield server, request.param
+
+
+def set_agent(con, level: str, scopes: list[str], task: str = "") -> None:
+    set_select_slider(con, 0, level, SENSITIVITIES)
+    set_multiselect(con, 0, scopes)
+    if task:
+        box = con.widget("stTextInput", "Task descriptor").locator("input")
+        con.act(lambda: (box.fill(task), box.press("Enter")), settle=0.8)
+
+
+def test_sample_agents_graph_with_locked_nodes(sample_graph_server, new_console) -> None:
+    con = new_console(sample_graph_server)
+    con.open("graph")
+    set_agent(con, "medium", ["project-alpha"], "rotate the JWT signing key")
+    con.page.locator(".js-plotly-plot .nodes, .js-plotly-plot .scatterlayer").first.wait_for(timeout=20000)
+    con.assert_healthy()
+    con.screenshot("graph-sample-agent")
+    text = con.dom_text()
+    assert "\U0001F512 redacted" in text, "no locked node in the legend"
+    locked = con.page.locator(".js-plotly-plot text", has_text="\U0001F512")
+    assert locked.count() >= 2, "no locked node label drawn"
+
+
+def test_record_explorer_neighbourhood(sample_graph_server, new_console, sample_membrane) -> None:
+    superseding = next(r for r in sample_membrane.retrieve_by_type("semantic", TrustContext(max_sensitivity="hyper"))
+                       if any(rel.predicate == "supersedes" for rel in r.relations))
+    con = new_console(sample_graph_server)
+    con.open("records", {"id": superseding.id})
+    con.act(lambda: con.page.locator("[data-testid=stExpander] summary", has_text="Neighbourhood graph").click(),
+            settle=1.0)
+    con.page.locator(".js-plotly-plot").first.wait_for(timeout=20000)
+    con.assert_healthy()
+    assert "supersedes" in con.dom_text()
+    con.screenshot("graph-neighbourhood")
+
+
+AGENTS = [("public", []), ("low", ["alpha"]), ("medium", []), ("high", ["alpha"]), ("hyper", [])]
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=ctx_id)
+def test_graph_leaks_nothing(agent, canary_graph_server, canary_docs, canary_engine, new_console) -> None:
+    server, clearance = canary_graph_server
+    level, scopes = agent
+    c_level, _, c_scopes = clearance.partition(":")
+    v_agent = gate(canary_engine, canary_docs, level, scopes)
+    v_clear = gate(canary_engine, canary_docs, c_level, [s for s in c_scopes.split(",") if s])
+    # what may be shown in full: full for the agent AND for the operator's clearance
+    stricter = {rid: min(v_agent[rid], v_clear[rid], key=lambda v: ["hidden", "redacted", "full"].index(v.value))
+                for rid in canary_docs}
+    bad, good = forbidden(canary_docs, [stricter])
+    con = new_console(server)
+    con.open("graph")
+    set_agent(con, level, scopes)
+    for hops in ("2", "3"):
+        con.act(lambda: con.page.get_by_role("button", name=hops, exact=True).click(), settle=0.8)
+        assert_no_leak(con, bad, f"graph {ctx_id(agent)} under {clearance}, {hops}")
+    if any(v is Verdict.FULL for v in stricter.values()):
+        assert con.find(good), "no canary of a record shown in full was found: the search is blind"
+    con.screenshot(f"graph-leaks-{ctx_id(agent)}-{clearance.replace(':', '-')}")
+
+
+@pytest.fixture(scope="module")
+def canary_docs(canary_records) -> dict[str, dict]:
+    return {r["id"]: r for r in canary_records}
+
+
+@pytest.fixture(scope="module")
+def canary_engine(canary_store_url):
+    from membrane_engine import Membrane
+
+    m = Membrane.open(canary_store_url, load_sample=False)
+    yield m
+    m.close()
