@@ -168,7 +168,7 @@ record_vectors = Table(
     metadata,
     Column("id", String(128), primary_key=True),
     Column("model", String(64), nullable=False),
-    Column("vector", LargeBinary, nullable=False),  # float32, little-endian
+    Column("vector", LargeBinary, nullable=False),  # float16, little-endian (ranking.VECTOR_DTYPE)
 )
 
 changes = Table(
@@ -1236,22 +1236,22 @@ class Store:
 
     def vectors_of(self, conn: Connection, ids: Sequence[str], model: str) -> dict[str, Any]:
         """Stored vectors of ``ids`` made by ``model``, as float32 arrays."""
-        import numpy as np
+        from .ranking import from_blob
 
         out: dict[str, Any] = {}
         for start in range(0, len(ids), 900):
             q = select(record_vectors.c.id, record_vectors.c.vector).where(
                 record_vectors.c.id.in_(ids[start:start + 900]), record_vectors.c.model == model)
             for rid, blob in conn.execute(q):
-                out[rid] = np.frombuffer(blob, dtype=np.float32)
+                out[rid] = from_blob(blob)
         return out
 
     def all_vectors(self, conn: Connection, model: str) -> dict[str, Any]:
         """Every stored vector made by ``model`` (one scan; a cold start of a large store)."""
-        import numpy as np
+        from .ranking import from_blob
 
         q = select(record_vectors.c.id, record_vectors.c.vector).where(record_vectors.c.model == model)
-        return {rid: np.frombuffer(blob, dtype=np.float32) for rid, blob in conn.execute(q)}
+        return {rid: from_blob(blob) for rid, blob in conn.execute(q)}
 
     def docs_of(self, conn: Connection, ids: Sequence[str]) -> dict[str, str]:
         """The stored JSON text of the live records of ``ids``."""
@@ -1261,22 +1261,23 @@ class Store:
             out.update(conn.execute(q).all())
         return out
 
-    def insert_vectors(self, conn: Connection, vectors: list[tuple[str, str, bytes]]) -> None:
-        """(id, model, float32 bytes) rows, replacing what those ids had."""
+    def insert_vectors(self, conn: Connection, vectors: list[tuple[str, str, bytes]], replace: bool = False) -> None:
+        """(id, model, vector bytes) rows. An import's ids are new (check_and_write made sure,
+        archive included), so only ``replace`` deletes what those ids had first."""
         if not vectors:
             return
-        ids = [v[0] for v in vectors]
-        for start in range(0, len(ids), 900):
-            conn.execute(record_vectors.delete().where(record_vectors.c.id.in_(ids[start:start + 900])))
+        if replace:
+            ids = [v[0] for v in vectors]
+            for start in range(0, len(ids), 900):
+                conn.execute(record_vectors.delete().where(record_vectors.c.id.in_(ids[start:start + 900])))
         insert_tuples(conn, record_vectors, ("id", "model", "vector"), vectors)
 
     def save_vectors(self, vectors: dict[str, Any], model: str) -> None:
         """Vectors computed at query time, in a transaction of their own."""
-        import numpy as np
+        from .ranking import to_blob
 
-        rows = [(rid, model, np.asarray(v, dtype=np.float32).tobytes()) for rid, v in vectors.items()]
         with self.write() as conn:
-            self.insert_vectors(conn, rows)
+            self.insert_vectors(conn, [(rid, model, to_blob(v)) for rid, v in vectors.items()], replace=True)
 
     def existing_ids(self, conn: Connection, ids: Iterable[str], include_archive: bool = True) -> set[str]:
         unique = list(dict.fromkeys(ids))

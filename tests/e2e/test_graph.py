@@ -18,7 +18,7 @@ from . import harness
 from .conftest import _OPEN_CONSOLES  # noqa: F401 (the failure report lists open tabs)
 from .harness import ConsoleServer
 from .kit import set_multiselect, set_select_slider
-from .test_leaks import SENSITIVITIES, assert_no_leak, ctx_id, forbidden, gate
+from .test_leaks import SENSITIVITIES, assert_no_leak, canary_docs, canary_engine, ctx_id, forbidden, gate  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
 
@@ -115,16 +115,3 @@ def test_graph_leaks_nothing(agent, canary_graph_server, canary_docs, canary_eng
         assert con.find(good), "no canary of a record shown in full was found: the search is blind"
     con.screenshot(f"graph-leaks-{ctx_id(agent)}-{clearance.replace(':', '-')}")
 
-
-@pytest.fixture(scope="module")
-def canary_docs(canary_records) -> dict[str, dict]:
-    return {r["id"]: r for r in canary_records}
-
-
-@pytest.fixture(scope="module")
-def canary_engine(canary_store_url):
-    from membrane_engine import Membrane
-
-    m = Membrane.open(canary_store_url, load_sample=False)
-    yield m
-    m.close()
