@@ -27,7 +27,7 @@ from .salience import salience_rows
 from .schema import EntityPayload, MemoryRecord, MemoryType, refused, to_epoch
 from .selector import DEFAULT_THRESHOLD, SelectionResult
 from .store import Store
-from .trust import TrustContext, Verdict, as_trust, decide, redact
+from .trust import TrustContext, as_trust, gate_as_read
 
 # Membrane's facade defaults (pkg/membrane/config.go): a request's 0 means these.
 DEFAULT_ROOT_LIMIT = 10
@@ -102,23 +102,6 @@ def _limits(req: RetrieveGraphRequest) -> tuple[int, int, int, int]:
     hops = _whole_number("max_hops", req.max_hops, -1, MAX_HOPS)
     hops = DEFAULT_MAX_HOPS if hops == 0 else max(hops, 0)
     return root, node, edge, hops
-
-
-# --------------------------------------------------------------------------- the trust gate
-
-
-def gate_read(record: MemoryRecord | None, trust: TrustContext) -> MemoryRecord | None:
-    """A record as read, gated on the labels it was read with (SPEC 4, "the gate decides on
-    what it returns"): the record, its redacted view, or None. Every node of a graph passes
-    here, roots and neighbours alike."""
-    if record is None:
-        return None
-    verdict = decide(record.sensitivity, record.scope, trust).verdict
-    if verdict is Verdict.FULL:
-        return record
-    if verdict is Verdict.REDACTED:
-        return redact(record)
-    return None
 
 
 # --------------------------------------------------------------------------- entity roots
@@ -254,7 +237,9 @@ def rerank_roots(records: list[MemoryRecord], query: str, entities: dict[str, En
 
 
 def _read(store: Store, snap: Snapshot, ids: list[str], t: float) -> dict[str, MemoryRecord]:
-    """Live records of ``ids`` as stored, with salience S(t) (ungated: every caller gates)."""
+    """Live records of ``ids`` as stored, with salience S(t), ungated: every caller passes each
+    through ``trust.gate_as_read``, the one gate on the labels read with the content (SPEC 4),
+    for roots and neighbours alike."""
     rows = [snap.row_of.get(rid) for rid in ids]
     live = [(rid, row) for rid, row in zip(ids, rows) if row is not None and snap.alive[row]]
     if not live:
@@ -286,14 +271,14 @@ def retrieve_graph(store: Store, cache: ColumnCache, req: RetrieveGraphRequest, 
     if task.strip() and wants_entities:
         rows = terms.matching(snap, task)[:root_limit]
         found = _read(store, snap, [str(x) for x in snap.ids[rows]], t) if rows else {}
-        candidates += [g for g in (gate_read(found.get(str(snap.ids[r])), trust) for r in rows) if g is not None]
+        candidates += [g for g in (gate_as_read(found.get(str(snap.ids[r])), trust) for r in rows) if g is not None]
     candidates = list({r.id: r for r in reversed(candidates)}.values())[::-1]  # first occurrence wins
 
     entities: dict[str, EntityPayload | None] = {}
     if task:
         linked = list({rel.target_id for r in candidates for rel in r.relations or []})
         for rid, rec in _read(store, snap, linked, t).items():
-            seen = gate_read(rec, trust)
+            seen = gate_as_read(rec, trust)
             # Membrane's relatedEntity: only an entity the context sees in full lends its names
             entities[rid] = seen.payload if seen is not None and not seen.redacted and \
                 isinstance(seen.payload, EntityPayload) else None
@@ -338,7 +323,7 @@ def _walk(store: Store, snap: Snapshot, nodes: dict[str, GraphNode], level: list
                 if key in seen_edges:
                     continue
                 if rel.target_id not in nodes:
-                    target = gate_read(fetched.get(rel.target_id), trust)
+                    target = gate_as_read(fetched.get(rel.target_id), trust)
                     if target is None:  # missing, or hidden from this context: no node, no edge
                         continue
                     if len(nodes) >= node_limit:
@@ -364,12 +349,12 @@ def neighbourhood(store: Store, cache: ColumnCache, record_id: str, trust: Trust
     t = to_epoch(as_of)
     found = _read(store, snap, [record_id, *incoming], t)
     nodes: dict[str, GraphNode] = {}
-    centre = gate_read(found.get(record_id), trust)
+    centre = gate_as_read(found.get(record_id), trust)
     if centre is None:
         return RetrieveGraphResponse()
     nodes[record_id] = GraphNode(record=centre, root=True, hop=0)
     for rid in incoming:
-        seen = gate_read(found.get(rid), trust)
+        seen = gate_as_read(found.get(rid), trust)
         if seen is not None and rid not in nodes and len(nodes) < node_limit:
             nodes[rid] = GraphNode(record=seen, root=False, hop=1)
     edges = _walk(store, snap, nodes, _ordered(nodes), trust, t, max_hops, node_limit, edge_limit)
@@ -384,7 +369,7 @@ def within(response: RetrieveGraphResponse, clearance: TrustContext) -> tuple[Re
     clearance = as_trust(clearance)
     kept: dict[str, GraphNode] = {}
     for node in response.nodes:
-        seen = gate_read(node.record, clearance)
+        seen = gate_as_read(node.record, clearance)
         if seen is not None:
             kept[seen.id] = node if seen is node.record else GraphNode(record=seen, root=node.root, hop=node.hop)
     edges = [e for e in response.edges if e.source_id in kept and e.target_id in kept]

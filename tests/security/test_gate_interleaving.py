@@ -125,33 +125,39 @@ def test_selector_selected(pair, monkeypatch, relabel):
 
 
 class RecordingEmbedder:
-    """An embedding provider that remembers every payload it was shown."""
+    """A ranking provider (SPEC 9) that remembers every text it was shown."""
+
+    name = "recording"
 
     def __init__(self) -> None:
         self.shown: list[str] = []
 
-    def record_vector(self, record) -> list[float] | None:
-        self.shown.append(str(record.payload))
-        return [1.0, float(len(record.id) % 3)]
+    def embed(self, texts):
+        import numpy as np
 
-    def query_vector(self, task_descriptor: str) -> list[float] | None:
-        return [1.0, 0.0]
+        self.shown.extend(texts)
+        return np.array([[1.0, float(len(t) % 3)] for t in texts])
 
 
 @pytest.mark.parametrize("relabel", RELABEL_NAMES)
 def test_selector_candidates_with_embedder(pair, monkeypatch, relabel):
-    """With an embedder the candidates' content is read to score them: a candidate relabelled
-    before that read is scored as its new labels allow (redacted: no payload) or not at all."""
+    """With a ranking provider the candidates are scored on vectors computed from their text
+    when they were stored (or first asked for), never on content read for the request: the
+    provider sees only the task descriptor during it, and a candidate relabelled before the
+    content read comes back as its new labels allow (redacted: no payload) or not at all."""
+    from membrane_engine.ranking import VectorIndex
+
     reader, writer = pair
     embedder = RecordingEmbedder()
-    reader.embeddings = embedder
+    reader.embedder, reader.vectors = embedder, VectorIndex(reader.store, embedder)
+    reader.retrieve(RetrieveRequest(trust=CONTEXT, task_descriptor="deploy", limit=1))  # vectors made
+    assert any(kit.canary("competence-1") in shown for shown in embedder.shown)  # records were embedded
+    embedder.shown.clear()
     relabel_at_content_read(monkeypatch, reader, writer, "competence-0", relabel)
     resp = reader.retrieve(RetrieveRequest(trust=CONTEXT, task_descriptor="deploy", limit=1))
-    assert not any(kit.canary("competence-0") in shown for shown in embedder.shown)
-    assert any(kit.canary("competence-1") in shown for shown in embedder.shown)  # the others were scored
+    assert embedder.shown == ["deploy"]
     assert_gated(resp.selection.selected, "competence-0", relabel)
-    if RELABELS[relabel][1] == "hidden":
-        assert "competence-0" not in resp.selection.scores
+    assert kit.leaks(resp.records) == []
 
 
 @pytest.mark.parametrize("relabel", RELABEL_NAMES)
