@@ -70,6 +70,12 @@ class RowIndex(Mapping):
         self._rows = rows
         self._n = n
 
+    @property
+    def load(self) -> dict[str, int]:
+        """The dict every snapshot of one load of the cache shares: the same object until the
+        cache loads the store anew (row numbers stay valid that long)."""
+        return self._rows
+
     def get(self, key, default=None):
         i = self._rows.get(key)
         return i if i is not None and i < self._n else default

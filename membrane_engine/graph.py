@@ -21,7 +21,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .columns import TYPE_CODES, ColumnCache, Snapshot
 from .errors import NilTrustError, ValidationError
-from .ranking import Embedder, VectorIndex
+from .ranking import Embedder, VectorIndex, cache_load
 from .retrieval import MAX_LIMIT, RetrieveRequest, _materialize, run
 from .salience import salience_rows
 from .schema import EntityPayload, MemoryRecord, MemoryType, refused, to_epoch
@@ -152,8 +152,8 @@ class EntityTerms:
         return sorted(r for r in rows if r < len(snap.alive) and snap.alive[r])
 
     def _catch_up(self, snap: Snapshot) -> None:
-        if self._row_of is not snap.row_of:
-            self._row_of, self._known, self._terms = snap.row_of, np.zeros(0, dtype=bool), {}
+        if self._row_of is not cache_load(snap):
+            self._row_of, self._known, self._terms = cache_load(snap), np.zeros(0, dtype=bool), {}
         n = len(snap.ids)
         if len(self._known) < n:
             self._known = np.concatenate([self._known, np.zeros(n - len(self._known), dtype=bool)])
@@ -377,3 +377,4 @@ def within(response: RetrieveGraphResponse, clearance: TrustContext) -> tuple[Re
     # The selection is left out: its records were gated for the agent only.
     return (RetrieveGraphResponse(nodes=list(kept.values()), edges=edges, root_ids=roots),
             len(response.nodes) - len(kept))
+

@@ -237,8 +237,8 @@ class VectorIndex:
     def cosines(self, snap: Any, rows: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(cosine with ``query``, has a vector) for ``rows`` of ``snap``."""
         with self._lock:
-            if self._row_of is not snap.row_of:  # a full reload of the cache: other rows
-                self._row_of = snap.row_of
+            if self._row_of is not cache_load(snap):  # a full reload of the cache: other rows
+                self._row_of = cache_load(snap)
                 self._matrix = np.zeros((0, 0), dtype=np.float32)
                 self._known = np.zeros(0, dtype=bool)
                 self._has = np.zeros(0, dtype=bool)
@@ -271,35 +271,36 @@ class VectorIndex:
     BULK_LOAD = 20_000  # more rows missing than this: read the whole table in one scan
 
     def _fill(self, snap: Any, rows: np.ndarray) -> None:
+        if len(rows) > self.BULK_LOAD:  # a cold start: every stored vector in one scan
+            self._load_all(snap)
+            rows = rows[~self._known[rows]]
+            if not len(rows):
+                return
         ids = [str(x) for x in snap.ids[rows]]
-        model = self.embedder.name
-        if len(ids) > self.BULK_LOAD:
-            stored = self.store.peeking(lambda conn: self.store.all_vectors(conn, model))
-        else:
-            stored = self.store.peeking(lambda conn: self.store.vectors_of(conn, ids, model))
+        stored = self.store.peeking(lambda conn: self.store.vectors_of(conn, ids, self.embedder.name))
         absent = [rid for rid in ids if rid not in stored]
         if absent:
             stored.update(self._compute(absent))
         dim = next((len(v) for v in stored.values()), 0)
-        if dim == 0:
-            self._known[rows] = True
-            return
-        self._grow(len(snap.ids), dim)
-        if len(ids) > self.BULK_LOAD:  # place every stored vector (rows of other records too)
-            row_of = snap.row_of
-            for rid, v in stored.items():
-                row = row_of.get(rid)
-                if row is not None and len(v) == dim:
-                    self._matrix[row] = v
-                    self._has[row] = bool(v.any())
-                    self._known[row] = True
-        else:
+        if dim:
+            self._grow(len(snap.ids), dim)
             for row, rid in zip(rows.tolist(), ids):
                 v = stored.get(rid)
                 if v is not None and len(v) == dim:
                     self._matrix[row] = v
                     self._has[row] = bool(v.any())
         self._known[rows] = True
+
+    def _load_all(self, snap: Any) -> None:
+        ids, matrix = self.store.peeking(lambda conn: self.store.all_vectors(conn, self.embedder.name))
+        if not ids:
+            return
+        self._grow(len(snap.ids), matrix.shape[1])
+        at = np.fromiter((snap.row_of.get(rid, -1) for rid in ids), dtype=np.int64, count=len(ids))
+        ok = at >= 0
+        self._matrix[at[ok]] = matrix[ok]
+        self._has[at[ok]] = np.any(matrix[ok] != 0, axis=1)
+        self._known[at[ok]] = True
 
     def _compute(self, ids: list[str]) -> dict[str, np.ndarray]:
         """Vectors of stored records that have none yet, written back for the next process."""
@@ -319,3 +320,8 @@ class VectorIndex:
         out = {r.id: v for r, v in zip(records, vectors)}
         self.store.save_vectors(out, self.embedder.name)
         return out
+
+
+def cache_load(snap: Any) -> Any:
+    """What identifies the column cache's load a snapshot belongs to (rows are stable within it)."""
+    return getattr(snap.row_of, "load", snap.row_of)

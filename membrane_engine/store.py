@@ -1246,12 +1246,21 @@ class Store:
                 out[rid] = from_blob(blob)
         return out
 
-    def all_vectors(self, conn: Connection, model: str) -> dict[str, Any]:
-        """Every stored vector made by ``model`` (one scan; a cold start of a large store)."""
-        from .ranking import from_blob
+    def all_vectors(self, conn: Connection, model: str) -> tuple[list[str], Any]:
+        """Every stored vector made by ``model``, as (ids, one float32 matrix), in one scan (a
+        cold start of a large store: one buffer, not an array per record)."""
+        import numpy as np
+
+        from .ranking import VECTOR_DTYPE
 
         q = select(record_vectors.c.id, record_vectors.c.vector).where(record_vectors.c.model == model)
-        return {rid: from_blob(blob) for rid, blob in conn.execute(q)}
+        rows = conn.execute(q).all()
+        if not rows:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        width = len(rows[0][1])
+        rows = [r for r in rows if len(r[1]) == width]  # a provider's vectors share one width
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=VECTOR_DTYPE).reshape(len(rows), -1)
+        return [r[0] for r in rows], matrix.astype(np.float32)
 
     def docs_of(self, conn: Connection, ids: Sequence[str]) -> dict[str, str]:
         """The stored JSON text of the live records of ``ids``."""

@@ -29,6 +29,7 @@ import pytest
 
 import gate_kit as kit
 from gate_kit import CONTEXT
+from membrane_engine.ranking import VectorIndex
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine import whatif
 from membrane_engine.errors import AccessDeniedError, NotFoundError
@@ -40,18 +41,18 @@ INITIAL = ("low", "alpha")
 
 
 class RecordingEmbedder:
-    """Scores by a constant vector and keeps every record it was shown: a candidate's content
-    used for scoring counts as handed out."""
+    """A ranking provider (SPEC 9) with a constant vector."""
+
+    name = "recording"
 
     def __init__(self) -> None:
         self.shown: list = []
 
-    def record_vector(self, record):
-        self.shown.append(record)
-        return [1.0, 0.5]
+    def embed(self, texts):
+        import numpy as np
 
-    def query_vector(self, task_descriptor: str):
-        return [1.0, 0.0]
+        self.shown.extend(texts)
+        return np.array([[1.0, 0.5] for _ in texts])
 
 
 def read_paths(m: Membrane, ids: list[str]):
@@ -76,14 +77,20 @@ def read_paths(m: Membrane, ids: list[str]):
         resp = m.retrieve(RetrieveRequest(trust=CONTEXT, task_descriptor="deploy", limit=1))
         return (resp.selection.selected if resp.selection else []) + list(resp.records)
 
+    embedder = RecordingEmbedder()
+    vectors = VectorIndex(m.store, embedder)
+
     def selector_embedder():
-        embedder = RecordingEmbedder()
-        m.embeddings = embedder
+        # The provider embeds records when they are stored or first asked for, whatever any
+        # context may see (vectors never leave the engine, like the column cache); what this
+        # path checks is what the request hands out with ranking on.
+        saved = m.embedder, m.vectors
+        m.embedder, m.vectors = embedder, vectors
         try:
             resp = m.retrieve(RetrieveRequest(trust=CONTEXT, task_descriptor="deploy", limit=5))
         finally:
-            m.embeddings = None
-        return (resp.selection.selected if resp.selection else []) + list(resp.records) + embedder.shown
+            m.embedder, m.vectors = saved
+        return (resp.selection.selected if resp.selection else []) + list(resp.records)
 
     def what_if():
         shown = whatif.record_view(m, next_id("what_if"), NARROW, CONTEXT)
