@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from console import auth
+from session_kit import sign_in
 from membrane_engine import Membrane, RetrieveGraphRequest, TrustContext
 from membrane_engine.operators import Operator
 
@@ -35,9 +34,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def signed_in(at: AppTest, level: str = "hyper", scopes: tuple[str, ...] = ()) -> AppTest:
-    op = Operator(name="olive", role="viewer", max_sensitivity=level, scopes=scopes)
-    at.session_state[auth.SESSION_KEY] = auth.Session(op, datetime.now(timezone.utc) + timedelta(hours=1))
-    return at
+    return sign_in(at, Operator(name="olive", role="viewer", max_sensitivity=level, scopes=scopes))
 
 
 def graph_page(level: str = "hyper", scopes: tuple[str, ...] = ()) -> AppTest:
@@ -67,7 +64,7 @@ def sample_agent(at: AppTest, task: str) -> AppTest:
 
 
 def test_nobody_signed_in_sees_nothing(store: str) -> None:
-    at = AppTest.from_file(str(PAGES / "graph.py"), default_timeout=TIMEOUT)
+    at = sign_in(AppTest.from_file(str(PAGES / "graph.py"), default_timeout=TIMEOUT), None)
     at.run()
     assert not at.exception
     assert not at.get("plotly_chart") and any("Sign in" in i.value for i in at.info)

@@ -5,54 +5,36 @@ HTML or the WebSocket frames."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from membrane_engine import TrustContext
+from membrane_engine import Membrane, TrustContext
 from membrane_engine.trust import Verdict
 
-from . import harness
-from .conftest import _OPEN_CONSOLES  # noqa: F401 (the failure report lists open tabs)
-from .harness import ConsoleServer
+from .conftest import _serve
+from .harness import PASSWORD, ConsoleServer
 from .kit import set_multiselect, set_select_slider
 from .test_leaks import SENSITIVITIES, assert_no_leak, canary_docs, canary_engine, ctx_id, forbidden, gate  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
 
-SIGNED_IN_APP = Path(__file__).resolve().parent / "signed_in_app.py"
-
-
-def signed_in_server(name: str, db_url: str, workdir: Path, clearance: str) -> Iterator[ConsoleServer]:
-    """A console server whose sessions start signed in with ``clearance`` (signed_in_app.py)."""
-    server = ConsoleServer(name, db_url, workdir)
-    app, os.environ["E2E_OPERATOR_CLEARANCE"] = harness.APP, clearance
-    harness.APP = SIGNED_IN_APP
-    try:
-        server.start()
-    except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    finally:
-        harness.APP = app
-        os.environ.pop("E2E_OPERATOR_CLEARANCE", None)
-    try:
-        yield server
-    finally:
-        server.stop()
+CLEARANCES = {"hyper": ("hyper", []), "low:alpha": ("low", ["alpha"])}
 
 
 @pytest.fixture(scope="module")
-def sample_graph_server(sample_store_url, tmp_path_factory) -> Iterator[ConsoleServer]:
-    yield from signed_in_server("graph-sample", sample_store_url, tmp_path_factory.mktemp("graph-sample"), "hyper")
-
-
-@pytest.fixture(scope="module", params=["hyper", "low:alpha"], ids=["clearance-hyper", "clearance-low-alpha"])
-def canary_graph_server(request, canary_store_url, tmp_path_factory) -> Iterator[tuple[ConsoleServer, str]]:
-    for server in signed_in_server(f"graph-canary-{request.param}", canary_store_url,
-                                   tmp_path_factory.mktemp("graph-canary"), request.param):
-        yield server, request.param
+def canary_graph_server(canary_store_url, tmp_path_factory) -> Iterator[ConsoleServer]:
+    """The canary store's console, with one viewer operator per clearance of CLEARANCES."""
+    m = Membrane.open(canary_store_url, load_sample=False)
+    try:
+        have = {o.name for o in m.operators.list()}
+        for name, (level, scopes) in CLEARANCES.items():
+            operator = "graph-" + name.replace(":", "-")
+            if operator not in have:
+                m.operators.add(operator, "viewer", level, scopes=scopes, password=PASSWORD, actor="e2e-graph")
+    finally:
+        m.close()
+    yield from _serve("graph-canary", canary_store_url, tmp_path_factory.mktemp("graph-canary"))
 
 
 def set_agent(con, level: str, scopes: list[str], task: str = "") -> None:
@@ -63,8 +45,8 @@ def set_agent(con, level: str, scopes: list[str], task: str = "") -> None:
         con.act(lambda: (box.fill(task), box.press("Enter")), settle=0.8)
 
 
-def test_sample_agents_graph_with_locked_nodes(sample_graph_server, new_console) -> None:
-    con = new_console(sample_graph_server)
+def test_sample_agents_graph_with_locked_nodes(sample_server, new_console) -> None:
+    con = new_console(sample_server)
     con.open("graph")
     set_agent(con, "medium", ["project-alpha"], "rotate the JWT signing key")
     con.page.locator(".js-plotly-plot .nodes, .js-plotly-plot .scatterlayer").first.wait_for(timeout=20000)
@@ -76,10 +58,10 @@ def test_sample_agents_graph_with_locked_nodes(sample_graph_server, new_console)
     assert locked.count() >= 2, "no locked node label drawn"
 
 
-def test_record_explorer_neighbourhood(sample_graph_server, new_console, sample_membrane) -> None:
+def test_record_explorer_neighbourhood(sample_server, new_console, sample_membrane) -> None:
     superseding = next(r for r in sample_membrane.retrieve_by_type("semantic", TrustContext(max_sensitivity="hyper"))
                        if any(rel.predicate == "supersedes" for rel in r.relations))
-    con = new_console(sample_graph_server)
+    con = new_console(sample_server)
     con.open("records", {"id": superseding.id})
     con.act(lambda: con.page.locator("[data-testid=stExpander] summary", has_text="Neighbourhood graph").click(),
             settle=1.0)
@@ -92,18 +74,19 @@ def test_record_explorer_neighbourhood(sample_graph_server, new_console, sample_
 AGENTS = [("public", []), ("low", ["alpha"]), ("medium", []), ("high", ["alpha"]), ("hyper", [])]
 
 
+@pytest.mark.parametrize("clearance", list(CLEARANCES))
 @pytest.mark.parametrize("agent", AGENTS, ids=ctx_id)
-def test_graph_leaks_nothing(agent, canary_graph_server, canary_docs, canary_engine, new_console) -> None:
-    server, clearance = canary_graph_server
+def test_graph_leaks_nothing(agent, clearance, canary_graph_server, canary_docs, canary_engine, new_console) -> None:
     level, scopes = agent
-    c_level, _, c_scopes = clearance.partition(":")
+    c_level, c_scopes = CLEARANCES[clearance]
     v_agent = gate(canary_engine, canary_docs, level, scopes)
-    v_clear = gate(canary_engine, canary_docs, c_level, [s for s in c_scopes.split(",") if s])
+    v_clear = gate(canary_engine, canary_docs, c_level, c_scopes)
     # what may be shown in full: full for the agent AND for the operator's clearance
     stricter = {rid: min(v_agent[rid], v_clear[rid], key=lambda v: ["hidden", "redacted", "full"].index(v.value))
                 for rid in canary_docs}
     bad, good = forbidden(canary_docs, [stricter])
-    con = new_console(server)
+    con = new_console(canary_graph_server, role=None)
+    con.sign_in("graph-" + clearance.replace(":", "-"), PASSWORD)
     con.open("graph")
     set_agent(con, level, scopes)
     con.mark()  # on the way here the page drew the form's default context (medium) and steps to this one
