@@ -31,11 +31,8 @@ pages = [
     st.Page(PAGES / "records.py", title="Record explorer", icon=":material/search:", url_path="records"),
     st.Page(PAGES / "decay.py", title="Salience decay", icon=":material/trending_down:", url_path="decay"),
     st.Page(PAGES / "selector.py", title="Selector inspector", icon=":material/target:", url_path="selector"),
-<<<<<<< HEAD
     st.Page(PAGES / "policies.py", title="Policies", icon=":material/policy:", url_path="policies"),
-=======
     st.Page(PAGES / "graph.py", title="Graph", icon=":material/hub:", url_path="graph"),
->>>>>>> d1036cb (Console: the Graph page and the record explorer's neighbourhood view)
     st.Page(PAGES / "audit.py", title="Audit log", icon=":material/history:", url_path="audit"),
     st.Page(PAGES / "curate.py", title="Curate", icon=":material/edit_note:", url_path="curate"),
     st.Page(PAGES / "import_export.py", title="Import / export", icon=":material/swap_vert:", url_path="import-export"),
@@ -55,7 +52,7 @@ def _home() -> None:
 
 home = st.Page(_home, title="Home", url_path="home", default=True, visibility="hidden")
 navigation = st.navigation(
-    {"": [home], "See": pages[:4], "Understand": pages[4:8], "Change": pages[8:]},
+    {"": [home], "See": pages[:4], "Understand": pages[4:9], "Change": pages[9:]},
 )
 
 with st.sidebar:

@@ -46,7 +46,9 @@ from .schema import (
     format_time,
     to_epoch,
 )
-from .selector import DEFAULT_THRESHOLD, EmbeddingProvider
+from .graph import EntityTerms, RetrieveGraphRequest, RetrieveGraphResponse, neighbourhood, retrieve_graph
+from .ranking import Embedder, VectorIndex, default_embedder
+from .selector import DEFAULT_THRESHOLD
 from .store import DEFAULT_DB_PATH, Store, default_url
 from .trust import TrustContext, Verdict, as_trust, redact, verdict_as_read
 
@@ -78,17 +80,25 @@ def _check_actor(actor: Any) -> str:
     return check_text(actor, "actor", MAX_ACTOR_LENGTH)  # the rule curation's actors follow too
 
 
+_DEFAULT_EMBEDDER: Any = object()  # "the provider a fresh install brings" (None turns ranking off)
+
+
 class Membrane(CurationMixin):
     """A Membrane store. Open one with ``Membrane.open(url)``."""
 
     def __init__(self, store: Store, *, selector_threshold: float = DEFAULT_THRESHOLD,
-                 embeddings: EmbeddingProvider | None = None, clock: Callable[[], datetime] | None = None):
+                 embedder: Embedder | None = _DEFAULT_EMBEDDER, clock: Callable[[], datetime] | None = None):
         self.store = store
         self.columns = ColumnCache(store)
         self.action_counts = ActionCounts(store)
         self.operators = Operators(store)  # the console's people (SPEC 10)
         self.selector_threshold = selector_threshold
-        self.embeddings = embeddings
+        self.embedder: Embedder | None = default_embedder() if embedder is _DEFAULT_EMBEDDER else embedder
+        if self.embedder is not None and not isinstance(self.embedder, Embedder):
+            raise ValidationError(f"embedder must have a name and an embed(texts) method (got {self.embedder!r})",
+                                  [("embedder", type(self.embedder).__name__)])
+        self.vectors = VectorIndex(store, self.embedder) if self.embedder is not None else None
+        self.entity_terms = EntityTerms(store)
         self._clock = clock or (lambda: datetime.now(UTC))
 
     # opening --------------------------------------------------------------------
@@ -142,8 +152,15 @@ class Membrane(CurationMixin):
         # Validated and turned into rows part by part; a small import is validated in full
         # before the write lock is taken (import_writer.ImportWriter, buffered).
         total = len(items) if hasattr(items, "__len__") else None
-        return import_items(self.store, ((item, None, False) for item in items), self.now(), actor,
-                            total=total, progress=progress)
+        return self._with_vectors(import_items(self.store, ((item, None, False) for item in items), self.now(),
+                                               actor, total=total, progress=progress))
+
+    def _with_vectors(self, written: int) -> int:
+        """After an import commits, the ranking vectors of the records it wrote (SPEC 9), made
+        from their text and kept in the store; ``written`` passes through."""
+        if self.vectors is not None and written:
+            self.vectors.fill(self.columns.current())
+        return written
 
     def import_prepared(self, parts: PreparedImport | Iterable[PreparedImport], expected: int | None = None,
                         progress: Callable[[int], None] | None = None) -> int:
@@ -155,7 +172,7 @@ class Membrane(CurationMixin):
         after each part. Returns how many records were written."""
         if isinstance(parts, PreparedImport):
             parts, expected = [parts], len(parts.rows)
-        return write_parts(self.store, parts, expected=expected, progress=progress)
+        return self._with_vectors(write_parts(self.store, parts, expected=expected, progress=progress))
 
     def import_file(self, path: str | Path, actor: str = "import",
                     progress: Callable[[int, int], None] | None = None, workers: int = 1) -> int:
@@ -168,7 +185,8 @@ class Membrane(CurationMixin):
         actor = _check_actor(actor)
         if workers == 1 or path.suffix.lower() != ".jsonl":
             source = FileItems(path)  # read one record at a time: memory bounded by a part, not the file
-            return import_items(self.store, source, self.now(), actor, estimate=source.estimate, progress=progress)
+            return self._with_vectors(import_items(self.store, source, self.now(), actor, estimate=source.estimate,
+                                                   progress=progress))
         from . import jsonl_import
 
         chunks = jsonl_import.chunks(path)
@@ -352,7 +370,34 @@ class Membrane(CurationMixin):
             raise ValidationError(f"request must be a RetrieveRequest (got {shown})", [("request", "not a RetrieveRequest")])
         if request.as_of is None:  # "now" is this Membrane's clock, as for get() and metrics()
             request = request.model_copy(update={"as_of": self.now()})
-        return run(self.store, self.columns, request, self.selector_threshold, self.embeddings, counts=counts, cap=cap)
+        return run(self.store, self.columns, request, self.selector_threshold, self.embedder, counts=counts, cap=cap,
+                   vectors=self.vectors)
+
+    def retrieve_graph(self, request: RetrieveGraphRequest) -> RetrieveGraphResponse:
+        """Ranked roots expanded over their relations, every node gated (SPEC 9)."""
+        if request is None:
+            raise NilTrustError()
+        if isinstance(request, dict):
+            request = RetrieveGraphRequest(**request)
+        if not isinstance(request, RetrieveGraphRequest):
+            raise ValidationError(f"request must be a RetrieveGraphRequest (got {type(request).__name__})",
+                                  [("request", "not a RetrieveGraphRequest")])
+        if request.as_of is None:
+            request = request.model_copy(update={"as_of": self.now()})
+        return retrieve_graph(self.store, self.columns, request, self.entity_terms, self.selector_threshold,
+                              self.embedder, self.vectors)
+
+    def neighbourhood(self, record_id: str, trust: TrustContext, max_hops: int = 2, node_limit: int = 40,
+                      as_of: datetime | None = None) -> RetrieveGraphResponse:
+        """The records linked to one record, both ways, as ``trust`` may see them (the record
+        explorer's neighbourhood view)."""
+        from .explorer import referencing
+
+        record_id = check_id(record_id)
+        trust = as_trust(trust)
+        when = as_utc(check_instant(as_of)) if as_of is not None else self.now()
+        return neighbourhood(self.store, self.columns, record_id, trust, referencing(self, record_id, limit=node_limit),
+                             when, max_hops=max_hops, node_limit=node_limit)
 
     def retrieve_by_id(self, record_id: str, trust: TrustContext | None, as_of: datetime | None = None) -> MemoryRecord:
         return retrieve_by_id(self.store, self.columns, record_id, trust, as_of if as_of is not None else self.now())

@@ -42,11 +42,8 @@ PAGES = {
     "records": "Record explorer",
     "decay": "Salience decay",
     "selector": "Selector inspector",
-<<<<<<< HEAD
     "policies": "Policies",
-=======
     "graph": "Graph",
->>>>>>> 0bd03a6 (Graph in the browser page walk (harness PAGES); the simulator test and the sample README say what a task does to the selector's confidence)
     "audit": "Audit log",
     "curate": "Curate",
     "import-export": "Import / export",
