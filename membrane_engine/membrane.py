@@ -157,8 +157,12 @@ class Membrane(CurationMixin):
 
     def _with_vectors(self, written: int) -> int:
         """After an import commits, the ranking vectors of the records it wrote (SPEC 9), made
-        from their text and kept in the store; ``written`` passes through."""
-        if self.vectors is not None and written:
+        from their text and kept in the store; ``written`` passes through. A bulk import (from
+        ``store.BULK_ROWS`` records) leaves them to the first request with a task, so it keeps
+        its speed and leaves the file as its bulk write made it."""
+        from . import store as store_module
+
+        if self.vectors is not None and 0 < written < store_module.BULK_ROWS:
             self.vectors.fill(self.columns.current())
         return written
 
