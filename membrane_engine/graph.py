@@ -114,15 +114,6 @@ def normalize_term(text: str) -> str:
     return _SPACES.sub(" ", str(text).strip().lower())
 
 
-def _alias_values(payload: EntityPayload) -> list[str]:
-    out = []
-    for alias in payload.aliases or []:
-        value = alias if isinstance(alias, str) else alias.get("value") if isinstance(alias, dict) else None
-        if isinstance(value, str) and value.strip():
-            out.append(value)
-    return out
-
-
 class EntityTerms:
     """Normalized canonical names and aliases of the store's entity records, by row of the
     column cache; rows are read once (entities are few next to other records) and the index
@@ -171,7 +162,7 @@ class EntityTerms:
             except PydanticValidationError:
                 continue
             if isinstance(payload, EntityPayload):
-                for term in [payload.canonical_name, *_alias_values(payload)]:
+                for term in [payload.canonical_name, *payload.alias_values]:
                     key = " ".join(re.findall(r"[a-z0-9]+", normalize_term(term)))
                     self._terms.setdefault(key, set()).add(row)
         self._known[todo] = True
@@ -208,7 +199,7 @@ def root_boost(record: MemoryRecord, query: str, entities: dict[str, EntityPaylo
     if isinstance(payload, EntityPayload):
         if lexical_match(payload.canonical_name, query):
             score += 100
-        if any(lexical_match(a, query) for a in _alias_values(payload)):
+        if any(lexical_match(a, query) for a in payload.alias_values):
             score += 75
         if any(lexical_match(t, query) for t in _entity_types(payload)):
             score += 15
@@ -218,7 +209,7 @@ def root_boost(record: MemoryRecord, query: str, entities: dict[str, EntityPaylo
             continue
         if lexical_match(target.canonical_name, query):
             score += relation_boost(rel.predicate, 60)
-        if any(lexical_match(a, query) for a in _alias_values(target)):
+        if any(lexical_match(a, query) for a in target.alias_values):
             score += relation_boost(rel.predicate, 45)
     return score
 

@@ -75,9 +75,7 @@ def record_parts(record: MemoryRecord) -> tuple[str, str]:
     if kind == "working":
         return _join(p.context_summary), _join(getattr(p.state, "value", p.state))
     if kind == "entity":
-        aliases = [a if isinstance(a, str) else getattr(a, "value", None) or (a.get("value") if isinstance(a, dict) else "")
-                   for a in p.aliases or []]
-        return _join(p.canonical_name), _join(*aliases)
+        return _join(p.canonical_name), _join(*p.alias_values)
     return "", ""
 
 

@@ -65,7 +65,7 @@ def entity_lines(record: MemoryRecord) -> list[str]:
     p = record.payload
     if p is None or p.kind != "entity":
         return []
-    aliases = [a if isinstance(a, str) else a.get("value", "") if isinstance(a, dict) else "" for a in p.aliases]
+    aliases = p.alias_values
     out = []
     if aliases:
         out.append("aliases: " + plot_text(", ".join(a for a in aliases if a), 160))
