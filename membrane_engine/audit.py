@@ -1,16 +1,25 @@
-"""The audit trail: append-only, hash-chained per record (SPEC 6).
+"""The audit trail: append-only, hash-chained per record and across the store (SPEC 6).
 
 Each entry's hash covers its content (action, actor, timestamp, rationale, the ``details``
 of before/after values and, for an imported entry that has them, its unknown ``extra`` JSON
-fields, SPEC 1), its record id and position, and the previous entry's hash. Each record
-(live in ``records`` or in the ``archive``) keeps its chain head: a seal over the record id, the
-newest entry's position and that entry's hash. Because the head names the position, cutting
-entries off the end and pointing the head at the new last entry is caught too.
+fields, SPEC 1), its record id and position, the previous entry's hash and the ``digest`` of
+the record's stored content after the change (``live_digest``: every column of its row;
+``archived_digest``: its archived JSON). Each record (live in ``records`` or in the
+``archive``; other subjects, such as the store itself, in ``audit_subjects``) keeps its chain
+head: a seal over the record id, the newest entry's position and hash and the content digest.
 
-With ``MEMBRANE_AUDIT_KEY`` set, hashes and heads are HMAC-SHA256 under that key: someone who can
-edit the database but does not hold the key cannot forge a consistent chain (recomputed plain
-sha256 hashes are reported). Without a key the chain still catches every edit that does not
-recompute the hashes. Nothing in the engine updates or deletes an audit row.
+Every entry also takes the next place in one store-wide sequence (``store_position``), whose
+chain value (``store_hash``) covers the one before it and the entry's hash. Writers are
+serialised (SQLite's single writer, PostgreSQL's advisory lock: ``Store._lock_writers``), so
+positions follow commit order. Erasing a record with all its entries leaves a hole in that
+sequence; cutting entries off its end is caught against a checkpoint (``checkpoint``) that the
+operator kept elsewhere.
+
+With ``MEMBRANE_AUDIT_KEY`` set, hashes, chain values, heads and checkpoints are HMAC-SHA256
+under that key: someone who can edit the database but does not hold the key cannot forge a
+consistent chain. A store remembers that it is keyed (the ``audit_key`` row of ``meta``, sealed
+under the key): a process without the key, or with another one, refuses to write to it. Nothing
+in the engine updates or deletes an audit row.
 """
 
 from __future__ import annotations
@@ -19,20 +28,21 @@ import hashlib
 import hmac
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from hashlib import sha256
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import and_, func, select
+from sqlalchemy import Boolean, Float, Integer, SmallInteger, and_, func, select
 from sqlalchemy.engine import Connection
 
-from .errors import ValidationError
+from .errors import AuditKeyError, StoreUnavailableError, ValidationError
 from .schema import (AuditAction, AuditEntry, check_instant, check_text, check_whole, format_time,
                      parse_time, to_epoch)
-from .store import archive, audit_entries, insert_tuples, records, rows_in
+from .store import (AUDIT_TAIL_STATE, ROW_COLUMNS, Store, _driver_cursor, archive, audit_entries, audit_subjects,
+                    insert_tuples, meta, records, rows_in)
 
 GENESIS = "0" * 64
 _ENTRY_FIELDS = frozenset(AuditEntry.model_fields)
@@ -62,10 +72,26 @@ def _canonical(fields: list[Any]) -> bytes:
 
 def entry_hash(prev_hash: str, record_id: str, position: int, action: str, actor: str,
                timestamp: str, rationale: str, details: str | None, extra: str | None = None) -> str:
+    """The hash of an entry written before schema 2 (no content digest, no store position)."""
     fields = [prev_hash, record_id, position, action, actor, timestamp, rationale, details]
     if extra is not None:  # entries without extra fields hash as they always have
         fields.append(extra)
     return _digest(_canonical(fields))
+
+
+def entry_hash_v2(prev_hash: str, record_id: str, position: int, action: str, actor: str, timestamp: str,
+                  rationale: str, details: str | None, extra: str | None, digest: str | None,
+                  key: bytes | None | bool = False) -> str:
+    """The hash of an entry: its content, place in the record's chain, the previous entry's hash
+    and the record's content digest after the change (None on history an import brought). Ten
+    fields, so no entry of the older form (eight or nine) hashes alike."""
+    return _digest(_canonical([prev_hash, record_id, position, action, actor, timestamp, rationale, details,
+                               extra, digest]), key)
+
+
+def store_link(prev_store_hash: str, store_position: int, hash_: str, key: bytes | None | bool = False) -> str:
+    """The store-wide chain value through the entry at ``store_position`` (whose hash is ``hash_``)."""
+    return _digest(_canonical(["store", store_position, prev_store_hash, hash_]), key)
 
 
 def _digest(content: bytes, key: bytes | None | bool = False) -> str:
@@ -78,29 +104,84 @@ def _digest(content: bytes, key: bytes | None | bool = False) -> str:
     return "sha256:" + sha256(content).hexdigest()
 
 
-def head_seal(record_id: str, position: int, last_hash: str) -> str:
-    """The chain head a record stores: a seal over its newest entry's position and hash."""
-    return _digest(_canonical(["head", record_id, position, last_hash]))
+def head_seal_v1(record_id: str, position: int, last_hash: str, key: bytes | None | bool = False) -> str:
+    """A chain head as written before schema 2 (without the content digest)."""
+    return _digest(_canonical(["head", record_id, position, last_hash]), key)
+
+
+def head_seal(record_id: str, position: int, last_hash: str, digest: str | None,
+              key: bytes | None | bool = False) -> str:
+    """The chain head a record stores: a seal over its newest entry's position and hash and the
+    digest of its stored content (None for subjects that are not records)."""
+    return _digest(_canonical(["head", record_id, position, last_hash, digest]), key)
+
+
+# ----------------------------------------------------------------------------- content digests
+
+# A record's content is every column of its row but the chain head (the gate reads the label
+# columns, prune the policy ones, reads the document), each in a canonical Python type: drivers
+# give booleans back as 0/1 (SQLite) or bool (PostgreSQL), numbers as int or float.
+CONTENT_COLUMNS = ROW_COLUMNS[:-1]
+assert ROW_COLUMNS[-1] == "audit_head"
+
+
+def _converter(column) -> Any:
+    kind = column.type
+    if isinstance(kind, Boolean):
+        return lambda v: None if v is None else int(bool(v))
+    if isinstance(kind, Float):
+        return lambda v: None if v is None else float(v)
+    if isinstance(kind, (Integer, SmallInteger)):
+        return lambda v: None if v is None else int(v)
+    return lambda v: v
+
+
+_CONVERT = tuple(_converter(records.c[name]) for name in CONTENT_COLUMNS)
+
+
+def _content_bytes(fields: list[Any]) -> bytes:
+    try:
+        return orjson.dumps(fields)
+    except TypeError:  # a lone surrogate (refused on the way in, but verify reads what is there)
+        return json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def live_digest(values: Sequence[Any]) -> str:
+    """sha256 (hex) of a live record's stored content: ``values`` in CONTENT_COLUMNS order (a
+    ``store.record_values`` tuple, its head left out, or the columns as read back)."""
+    fields: list[Any] = ["live"]
+    fields.extend(convert(v) for convert, v in zip(_CONVERT, values))
+    return sha256(_content_bytes(fields)).hexdigest()
+
+
+def row_digest(row: dict[str, Any]) -> str:
+    """``live_digest`` of a row as ``store.record_row`` makes it."""
+    return live_digest([row[c] for c in CONTENT_COLUMNS])
+
+
+def archived_digest(record_id: str, doc_text: str) -> str:
+    """sha256 (hex) of an archived record's stored content: its id and JSON text as archived."""
+    return sha256(_content_bytes(["archived", record_id, doc_text])).hexdigest()
 
 
 def new_chain(record_id: str, entries: list[tuple[str, str, str, float, str, str | None]],
-              key: bytes | None) -> tuple[list[tuple], str]:
-    """The audit rows (``ENTRY_COLUMNS`` order) and chain head of a record that has no entries
+              key: bytes | None, digest: str | None = None) -> tuple[list[tuple], str]:
+    """The audit rows (``NEW_ENTRY_COLUMNS`` order: ``ENTRY_COLUMNS`` but the store-wide ones,
+    which ``place`` adds when they are written) and chain head of a record that has no entries
     yet, from its ``entries`` of (action, actor, timestamp text, ts, rationale, extra text) in
-    chain order, hashed as ``entry_hash`` and ``head_seal`` would, under ``key`` (from
-    ``signing_key()``, read once by the caller)."""
+    chain order; the last one binds ``digest`` (the record's content as it is written), hashed
+    as ``entry_hash_v2`` and ``head_seal`` would, under ``key`` (from ``signing_key()``, read
+    once by the caller)."""
     rows = []
     prev = GENESIS
-    position = 0
-    for action, actor, stamp, ts, rationale, extra in entries:
-        fields = [prev, record_id, position, action, actor, stamp, rationale, None]
-        if extra is not None:
-            fields.append(extra)
-        digest = _digest(_canonical(fields), key)
-        rows.append((record_id, position, action, actor, stamp, ts, rationale, None, extra, prev, digest))
-        prev = digest
-        position += 1
-    return rows, _digest(_canonical(["head", record_id, position - 1, prev]), key)
+    last = len(entries) - 1
+    for position, (action, actor, stamp, ts, rationale, extra) in enumerate(entries):
+        bound = digest if position == last else None
+        hashed = _digest(_canonical([prev, record_id, position, action, actor, stamp, rationale, None, extra, bound]),
+                         key)
+        rows.append((record_id, position, action, actor, stamp, ts, rationale, None, extra, prev, hashed, bound))
+        prev = hashed
+    return rows, head_seal(record_id, last, prev, digest, key)
 
 
 def _scheme(digest: str) -> str:
@@ -149,19 +230,22 @@ def _with_extra(entry: AuditEntry, text: str | None) -> AuditEntry:
 
 
 def append(conn: Connection, record_id: str, action: AuditAction | str, actor: str, rationale: str,
-           when: datetime, details: dict[str, Any] | None = None) -> str:
-    """Append one entry to a record's chain; returns the new chain head (store it in
+           when: datetime, details: dict[str, Any] | None = None, digest: str | None = None) -> str:
+    """Append one entry to a record's chain, binding ``digest`` (the record's content after the
+    change: ``row_digest`` / ``archived_digest``); returns the new chain head (store it in
     ``records.audit_head`` or ``archive.audit_head``). The caller holds the store's write
-    transaction, so positions cannot race."""
-    return append_batch(conn, [{"record_id": record_id, "action": action, "actor": actor,
-                                "timestamp": when, "rationale": rationale, "details": details}])[record_id]
+    transaction, so positions cannot race. Subjects that are not records use ``append_subject``."""
+    return append_batch(conn, [{"record_id": record_id, "action": action, "actor": actor, "timestamp": when,
+                                "rationale": rationale, "details": details}], {record_id: digest})[record_id]
 
 
-def append_batch(conn: Connection, entries: list[dict[str, Any]]) -> dict[str, str]:
+def append_batch(conn: Connection, entries: list[dict[str, Any]], digests: dict[str, str | None] | None = None
+                 ) -> dict[str, str]:
     """Append entries (dicts of record_id, action, actor, timestamp (datetime), rationale,
     details and optionally extra) to existing or new chains, in list order per record, with one
-    lookup of the chain ends per 900 records and one insert. Returns the new chain head of every
-    record touched."""
+    lookup of the chain ends per 900 records and one insert, each taking the next store-wide
+    position. ``digests``: each record's content after the change, bound into its last entry
+    here. Returns the new chain head of every record touched."""
     if not entries:
         return {}
     ids = list(dict.fromkeys(e["record_id"] for e in entries))
@@ -174,20 +258,25 @@ def append_batch(conn: Connection, entries: list[dict[str, Any]]) -> dict[str, s
              .join(ends, and_(audit_entries.c.record_id == ends.c.rid, audit_entries.c.position == ends.c.pos)))
         for r in conn.execute(q):
             last[r.record_id] = (r.position, r.hash)
-    rows, heads = chain(entries, last)
+    rows, heads = chain(entries, last, digests)
+    place(conn, rows)
     conn.execute(audit_entries.insert(), rows)
     return heads
 
 
-def chain(entries: list[dict[str, Any]], last: dict[str, tuple[int, str]]
-          ) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The audit_entries rows (every column but ``seq``) of ``entries`` (as ``append_batch``
-    takes them) appended, in list order per record, after each record's chain end in ``last``
-    ({record_id: (newest position, its hash)}; absent: no entries yet), and the new chain head
-    of every record touched."""
+def chain(entries: list[dict[str, Any]], last: dict[str, tuple[int, str]],
+          digests: dict[str, str | None] | None = None) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The audit_entries rows (every column but ``seq`` and the store-wide ones, which ``place``
+    adds) of ``entries`` (as ``append_batch`` takes them) appended, in list order per record,
+    after each record's chain end in ``last`` ({record_id: (newest position, its hash)};
+    absent: no entries yet), and the new chain head of every record touched. The last entry of
+    each record binds ``digests[record_id]`` (None: not a record's content, or unknown)."""
+    digests = digests or {}
+    key = signing_key()
     last = dict(last)
+    final = {e["record_id"]: k for k, e in enumerate(entries)}
     rows = []
-    for e in entries:
+    for k, e in enumerate(entries):
         rid = e["record_id"]
         position, prev = last.get(rid, (-1, GENESIS))
         position += 1
@@ -197,21 +286,132 @@ def chain(entries: list[dict[str, Any]], last: dict[str, tuple[int, str]]
         stamp = format_time(when)
         text_ = details_text(e.get("details"))
         extra = extra_text(e.get("extra"))
-        digest = entry_hash(prev, rid, position, action_value, e["actor"], stamp, e["rationale"], text_, extra)
+        bound = digests.get(rid) if final[rid] == k else None
+        hashed = entry_hash_v2(prev, rid, position, action_value, e["actor"], stamp, e["rationale"], text_, extra,
+                               bound, key)
         rows.append({"record_id": rid, "position": position, "action": action_value, "actor": e["actor"],
                      "timestamp": stamp, "ts": to_epoch(when), "rationale": e["rationale"], "details": text_,
-                     "extra": extra, "prev_hash": prev, "hash": digest})
-        last[rid] = (position, digest)
-    return rows, {rid: head_seal(rid, *last[rid]) for rid in dict.fromkeys(e["record_id"] for e in entries)}
+                     "extra": extra, "prev_hash": prev, "hash": hashed, "digest": bound})
+        last[rid] = (position, hashed)
+    return rows, {rid: head_seal(rid, *last[rid], digests.get(rid), key) for rid in final}
 
 
 ENTRY_COLUMNS = ("record_id", "position", "action", "actor", "timestamp", "ts", "rationale", "details",
-                  "extra", "prev_hash", "hash")
+                 "extra", "prev_hash", "hash", "digest", "store_position", "store_hash")
+NEW_ENTRY_COLUMNS = ENTRY_COLUMNS[:-2]  # what new_chain makes: place adds the store-wide columns
 
 
 def insert_entries(conn: Connection, rows: list[tuple]) -> None:
-    """Bulk insert of audit rows made by ``new_chain`` (an import's new records)."""
-    insert_tuples(conn, audit_entries, ENTRY_COLUMNS, rows)
+    """Bulk insert of audit rows made by ``new_chain`` (an import's new records), in list
+    order, each taking the next store-wide position."""
+    insert_tuples(conn, audit_entries, ENTRY_COLUMNS, place(conn, rows))
+
+
+# ----------------------------------------------------------------------------- the store-wide sequence
+
+
+@dataclass(frozen=True)
+class KeyState:
+    """The ``audit_key`` row of ``meta``: the store is keyed from store-wide position
+    ``start`` on (entries before it, and entries written before schema 2 unless ``legacy_keyed``,
+    are plain sha256); ``check`` seals both under the key, so no one without it can move them."""
+
+    start: int
+    legacy_keyed: bool
+    check: str
+
+    @staticmethod
+    def parse(text: str | None) -> KeyState | None:
+        if text is None:
+            return None
+        try:
+            data = json.loads(text)
+            return KeyState(int(data["from"]), bool(data["legacy_keyed"]), str(data["check"]))
+        except (ValueError, TypeError, KeyError):
+            return KeyState(0, True, "")  # unreadable: keyed from the start, and no key checks out
+
+    @staticmethod
+    def seal(key: bytes, start: int, legacy_keyed: bool) -> str:
+        return _digest(_canonical(["membrane-audit-key", start, legacy_keyed]), key)
+
+    def fits(self, key: bytes) -> bool:
+        return hmac.compare_digest(self.check, self.seal(key, self.start, self.legacy_keyed))
+
+    def text(self) -> str:
+        return json.dumps({"scheme": "hmac-sha256", "from": self.start, "legacy_keyed": self.legacy_keyed,
+                           "check": self.check})
+
+    def keyed_at(self, store_position: int | None) -> bool:
+        """Whether the entry at ``store_position`` (None: written before schema 2) must be keyed."""
+        return self.legacy_keyed if store_position is None else store_position >= self.start
+
+
+def _refuse(reason: str) -> AuditKeyError:
+    return AuditKeyError(f"{reason}; nothing was written")
+
+
+def _tail(conn: Connection) -> list[Any]:
+    """[next store-wide position, the chain value before it, the key] of this write transaction:
+    read once (``Store.audit_tail``), after the key is checked against the store's."""
+    state = conn.info.get(AUDIT_TAIL_STATE)
+    if state is not None:
+        return state
+    key_text, position, last_hash = Store.audit_tail(conn)
+    key = signing_key()
+    next_position = 0 if position is None else int(position) + 1
+    keyed = KeyState.parse(key_text)
+    if keyed is None:
+        if last_hash and _scheme(last_hash) == "hmac-sha256" and not key:
+            raise _refuse("this store's audit log is keyed (its entries are HMAC-sealed) and MEMBRANE_AUDIT_KEY "
+                          "is not set in this process: a keyless writer would break the chain")
+        if key:  # the first keyed writer: from here on the store is keyed
+            conn.execute(meta.insert().values(key="audit_key", value=KeyState(
+                next_position, False, KeyState.seal(key, next_position, False)).text()))
+    elif not key:
+        raise _refuse("this store's audit log is keyed (MEMBRANE_AUDIT_KEY was set when it was written) and "
+                      "MEMBRANE_AUDIT_KEY is not set in this process")
+    elif not keyed.fits(key):
+        raise _refuse("MEMBRANE_AUDIT_KEY is not the key this store's audit log is written with")
+    state = [next_position, last_hash or GENESIS, key]
+    conn.info[AUDIT_TAIL_STATE] = state
+    return state
+
+
+def place(conn: Connection, rows: list[Any]) -> list[Any]:
+    """Give audit rows (dicts, completed in place, or ``NEW_ENTRY_COLUMNS`` tuples, returned
+    completed) the next store-wide positions in list order, with their chain values. Inside the
+    caller's write transaction (writers are serialised, so the order is commit order)."""
+    state = _tail(conn)
+    position, prev, key = state
+    out: list[Any] = []
+    for row in rows:
+        if isinstance(row, dict):
+            prev = store_link(prev, position, row["hash"], key)
+            row["store_position"] = position
+            row["store_hash"] = prev
+            out.append(row)
+        else:
+            prev = store_link(prev, position, row[10], key)
+            out.append((*row, position, prev))
+        position += 1
+    state[0], state[1] = position, prev
+    return out
+
+
+STORE_SUBJECT = ""  # the store itself as an audit subject (no record has an empty id)
+
+
+def append_subject(conn: Connection, subject: str, action: AuditAction | str, actor: str, rationale: str,
+                   when: datetime, details: dict[str, Any] | None = None) -> str:
+    """Append one entry to the chain of a subject that is not a record (the store itself:
+    ``STORE_SUBJECT``; operators), in the store-wide sequence like any other; its head is kept in
+    ``audit_subjects``. Returns the new head. Inside the caller's write transaction."""
+    head = append_batch(conn, [{"record_id": subject, "action": action, "actor": actor, "timestamp": when,
+                                "rationale": rationale, "details": details}])[subject]
+    updated = conn.execute(audit_subjects.update().where(audit_subjects.c.subject == subject).values(audit_head=head))
+    if updated.rowcount == 0:
+        conn.execute(audit_subjects.insert().values(subject=subject, audit_head=head))
+    return head
 
 
 def _row_to_audit(r) -> AuditRow:
@@ -295,146 +495,85 @@ def query(conn: Connection, actor: str | None = None, action: str | None = None,
     return int(total), [_row_to_audit(r) for r in conn.execute(q)]
 
 
-@dataclass(frozen=True)
-class Problem:
-    record_id: str
-    position: int | None
-    problem: str
-
-    def __str__(self) -> str:
-        where = f"entry {self.position}" if self.position is not None else "chain"
-        return f"record {self.record_id}, {where}: {self.problem}"
 
 
-def _consistent_snapshot(conn: Connection) -> None:
-    """On PostgreSQL, make this read transaction REPEATABLE READ when nothing has run in it yet:
-    under READ COMMITTED each statement sees its own snapshot, and a chain head read before a
-    concurrent append would not match the entries read after it. (SQLite read transactions
-    already see one snapshot.)"""
-    if conn.dialect.name != "postgresql":
-        return
-    try:
-        from psycopg.pq import TransactionStatus
+# ----------------------------------------------------------------------------- upgrading a store
 
-        idle = conn.connection.driver_connection.info.transaction_status == TransactionStatus.IDLE
-    except (ImportError, AttributeError):
-        return
-    if idle:
-        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+UPGRADE_ACTOR = "membrane-engine"
 
 
-def verify(conn: Connection) -> list[Problem]:
-    """Walk every chain; report edited, deleted, reordered, inserted or truncated entries, heads
-    that do not seal their chain, and archived copies of a log that differ from the chain.
-    Problems come sorted by record id, then position. Reads one consistent snapshot (see
-    ``_consistent_snapshot``), so writers committing meanwhile cause no false reports."""
-    _consistent_snapshot(conn)
-    keyed = signing_key() is not None
-    expected_scheme = "hmac-sha256" if keyed else "sha256"
-    heads: dict[str, str | None] = dict(conn.execute(select(records.c.id, records.c.audit_head)).all())
-    archived_docs: dict[str, str] = {}
-    for rid, head, doc in conn.execute(select(archive.c.id, archive.c.audit_head, archive.c.doc)):
-        heads[rid] = head
-        archived_docs[rid] = doc
-    problems: list[Problem] = []
-    # archived ids -> (action, actor, timestamp, rationale, extra fields)
-    chains: dict[str, list[tuple[str, str, str, str, dict[str, Any]]]] = {}
+def upgrade(conn: Connection, from_version: int) -> None:
+    """Bring a schema 1 store to schema 2 inside ``Store.create``'s write transaction: the new
+    columns and tables; every chain head that still seals its chain resealed with the record's
+    content digest (a head that does not is left as it is, so verify goes on reporting it); the
+    entries written so far bound, by count and digest, into one entry of the store's own log,
+    the first of the store-wide sequence; the schema version row. Nothing is deleted, and no
+    audit row is changed."""
+    from datetime import timezone
 
-    state: dict[str, Any] = {"id": None}
-    with_entries: set[str] = set()
+    from sqlalchemy import inspect
 
-    def close() -> None:
-        rid = state["id"]
-        if rid is None:
-            return
-        head = heads.get(rid, None)
-        if rid not in heads:
-            problems.append(Problem(rid, None, "entries exist for a record that is neither in the store nor in the archive"))
-        elif head is None:
-            problems.append(Problem(rid, None, "record has entries but no chain head"))
-        elif head != head_seal(rid, state["last_position"], state["prev"]):
-            if _scheme(head) != expected_scheme and _scheme(head) in ("sha256", "hmac-sha256"):
-                problems.append(Problem(rid, None, f"chain head is sealed with {_scheme(head)}, expected "
-                                                   f"{expected_scheme}: forged or written under another key setting"))
-            else:
-                problems.append(Problem(rid, state["expected"],
-                                        f"chain head does not seal the last stored entry (position "
-                                        f"{state['last_position']}): entries missing at the end (truncated) "
-                                        "or head altered"))
+    from .audit_verify import legacy_digest
 
-    q = (select(audit_entries).order_by(audit_entries.c.record_id, audit_entries.c.position)
-         .execution_options(yield_per=5000))
-    for r in conn.execute(q):
-        if r.record_id != state["id"]:
-            close()
-            with_entries.add(r.record_id)
-            state.update(id=r.record_id, prev=GENESIS, expected=0, last_position=-1, last_seq=None,
-                         scheme_reported=False)
-            if r.record_id in archived_docs:
-                chains[r.record_id] = []
-        rid = r.record_id
-        gap = r.position != state["expected"]
-        if gap:
-            if r.position > state["expected"]:
-                missing = (f"position {state['expected']} is missing" if r.position == state["expected"] + 1 else
-                           f"positions {state['expected']}..{r.position - 1} are missing")
-                problems.append(Problem(rid, state["expected"], f"{missing} (next stored is {r.position}): entry deleted"))
-            else:
-                problems.append(Problem(rid, r.position, f"position {r.position} appears again: entry inserted"))
-        elif r.prev_hash != state["prev"]:
-            problems.append(Problem(rid, r.position, "does not link to the entry before it (deleted, inserted or reordered)"))
-        if state["last_seq"] is not None and r.seq < state["last_seq"]:
-            problems.append(Problem(rid, r.position, "stored before the entry that precedes it in the chain (reordered)"))
-        scheme = _scheme(r.hash)
-        if scheme != expected_scheme and not state["scheme_reported"]:
-            state["scheme_reported"] = True
-            if keyed:
-                problems.append(Problem(rid, r.position, f"hash is {scheme or 'unkeyed'} but the store is keyed "
-                                                         "(MEMBRANE_AUDIT_KEY): recomputed without the key (forged)"))
-            else:
-                problems.append(Problem(rid, r.position, f"hash is {scheme}: set MEMBRANE_AUDIT_KEY to verify it"))
-        elif scheme == expected_scheme:
-            digest = entry_hash(r.prev_hash, rid, r.position, r.action, r.actor, r.timestamp, r.rationale, r.details,
-                                r.extra)
-            if digest != r.hash:
-                problems.append(Problem(rid, r.position, "content does not match its hash (edited or moved)"))
-        try:
-            ts_ok = abs(to_epoch(parse_time(r.timestamp)) - r.ts) < 1e-3
-        except (ValueError, TypeError):
-            ts_ok = False
-        if not ts_ok:
-            problems.append(Problem(rid, r.position, "time index (ts) does not match the entry's timestamp (edited)"))
-        if rid in chains:
-            try:
-                extra = json.loads(r.extra) if r.extra else {}
-            except ValueError:
-                extra = None  # unreadable: the hash check above reports the edit
-            chains[rid].append((r.action, r.actor, r.timestamp, r.rationale, extra))
-        state["prev"] = r.hash
-        state["last_position"] = r.position
-        state["last_seq"] = r.seq
-        state["expected"] = max(state["expected"], r.position) + 1
-    close()
+    have = {c["name"] for c in inspect(conn).get_columns("audit_entries")}
+    for name, kind in (("digest", "VARCHAR(64)"), ("store_position", "INTEGER"), ("store_hash", "VARCHAR(128)")):
+        if name not in have:
+            conn.exec_driver_sql(f"ALTER TABLE audit_entries ADD COLUMN {name} {kind}")
+    conn.exec_driver_sql("CREATE UNIQUE INDEX IF NOT EXISTS uq_audit_store_position ON audit_entries (store_position)")
+    audit_subjects.create(conn, checkfirst=True)
+    if conn.execute(select(meta.c.value).where(meta.c.key == "store_id")).scalar() is None:
+        import uuid
 
-    for rid, head in heads.items():
-        if rid in with_entries:
-            continue
-        if head is not None:
-            problems.append(Problem(rid, 0, "has a chain head but no entries (history deleted)"))
+        conn.execute(meta.insert().values(key="store_id", value=str(uuid.uuid4())))
+    key = signing_key()
+    first = conn.execute(select(audit_entries.c.hash).order_by(audit_entries.c.seq).limit(1)).scalar()
+    legacy_keyed = first is not None and _scheme(first) == "hmac-sha256"
+    if legacy_keyed and not key:
+        raise StoreUnavailableError("this store's audit log is keyed and must be upgraded (schema 1 to 2) by a process "
+                                    "that holds MEMBRANE_AUDIT_KEY: open it once with the key set; nothing was changed")
+    digest, total = legacy_digest(conn)
+    legacy_key = key if legacy_keyed else None
+    newest = (select(audit_entries.c.record_id.label("rid"), func.max(audit_entries.c.position).label("pos"))
+              .group_by(audit_entries.c.record_id).subquery())
+    ends = {r.record_id: (r.position, r.hash) for r in conn.execute(
+        select(audit_entries.c.record_id, audit_entries.c.position, audit_entries.c.hash).join(
+            newest, and_(audit_entries.c.record_id == newest.c.rid, audit_entries.c.position == newest.c.pos)))}
+    resealed: dict[str, list[tuple[str, str]]] = {"records": [], "archive": []}
+    left: list[str] = []
+    columns = ", ".join(("id", "audit_head", *CONTENT_COLUMNS))
+    with _driver_cursor(conn) as cursor:
+        cursor.execute(f"SELECT {columns} FROM records")
+        live = cursor.fetchall()
+    for row in live:
+        rid, head = row[0], row[1]
+        end = ends.get(rid)
+        if end is not None and head == head_seal_v1(rid, *end, legacy_key):
+            resealed["records"].append((head_seal(rid, *end, live_digest(row[2:]), key), rid))
         else:
-            problems.append(Problem(rid, None, "has no audit history and no chain head"))
-
-    for rid, doc_text in archived_docs.items():
-        try:
-            logged = json.loads(doc_text).get("audit_log") or []
-            copy = [(e["action"], e["actor"], format_time(parse_time(e["timestamp"])), e["rationale"],
-                     {k: v for k, v in e.items() if k not in _ENTRY_FIELDS}) for e in logged]
-        except (ValueError, TypeError, KeyError, AttributeError):
-            problems.append(Problem(rid, None, "archived record's JSON is unreadable"))
-            continue
-        chain = [(a, b, format_time(parse_time(c)), d, x) for a, b, c, d, x in chains.get(rid, [])]
-        if copy != chain:  # the copy ends with the entry that archived the record, as the chain does
-            problems.append(Problem(rid, None, "archived copy of the audit log differs from the chain"))
-    problems.sort(key=lambda p: (p.record_id, -1 if p.position is None else p.position))
-    return problems
-
+            left.append(rid)
+    for rid, head, doc in conn.execute(select(archive.c.id, archive.c.audit_head, archive.c.doc)):
+        end = ends.get(rid)
+        if end is not None and head == head_seal_v1(rid, *end, legacy_key):
+            resealed["archive"].append((head_seal(rid, *end, archived_digest(rid, doc), key), rid))
+        else:
+            left.append(rid)
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    with _driver_cursor(conn) as cursor:
+        for table, pairs in resealed.items():
+            if pairs:
+                cursor.executemany(f"UPDATE {table} SET audit_head = {mark} WHERE id = {mark}", pairs)
+    if key:
+        conn.execute(meta.insert().values(key="audit_key", value=KeyState(0, legacy_keyed, KeyState.seal(
+            key, 0, legacy_keyed)).text()))
+    resealed_count = len(resealed["records"]) + len(resealed["archive"])
+    details = {"upgrade": {"from_schema": from_version, "to_schema": 2},
+               "legacy": {"entries": total, "digest": digest},
+               "heads_resealed": resealed_count, "heads_not_resealed": len(left),
+               "not_resealed_examples": sorted(left)[:20]}
+    append_subject(conn, STORE_SUBJECT, AuditAction.REVISE, UPGRADE_ACTOR,
+                   f"audit log upgraded to schema 2 (a store-wide chain and content digests): the {total} earlier "
+                   f"entries are bound by count and digest; {resealed_count} chain heads resealed with their "
+                   f"record's content" + (f"; {len(left)} heads did not seal their chain and were left as they were"
+                                          if left else ""),
+                   datetime.now(timezone.utc), details)
+    conn.execute(meta.update().where(meta.c.key == "schema_version").values(value="2"))

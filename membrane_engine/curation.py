@@ -52,7 +52,7 @@ from .schema import (
     to_epoch,
     validate_record,
 )
-from .store import Store, StoredRow, record_row
+from .store import Store, StoredRow, archive_text, record_row
 
 AUTO_PRUNE_CODE = 0  # columns.POLICY_CODES["auto_prune"]
 
@@ -752,13 +752,19 @@ def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _Vi
                       last: bool = False) -> list[tuple[int, str, tuple]]:
     """``execute`` for plans that only rewrite records read under the lock: their chain ends came
     with the rows, so the entries are chained from them (``audit.chain``, as ``append_batch``
-    does after looking the ends up) and written with the rows in one batch; a row gets
-    only the columns whose value changes (an index over unchanged columns is not rewritten)."""
-    entries, heads = audit.chain(_entries(plan), {rid: end for rid, (_, end) in v.stored.items() if end is not None})
+    does after looking the ends up), bound to each row's content digest, placed in the
+    store-wide sequence (whose tail came with the rows on PostgreSQL) and written with the rows
+    in one batch; a row gets only the columns whose value changes (an index over unchanged
+    columns is not rewritten)."""
+    rows = {c.record_id: record_row(c.after, *c.anchor, None) for c in plan.changes}
+    digests = {rid: audit.row_digest(row) for rid, row in rows.items()}
+    entries, heads = audit.chain(_entries(plan), {rid: end for rid, (_, end) in v.stored.items() if end is not None},
+                                 digests)
+    audit.place(conn, entries)
     updates = []
     for c in plan.changes:
         stored = v.stored[c.record_id][0]
-        row = record_row(c.after, *c.anchor, heads[c.record_id])
+        row = dict(rows[c.record_id], audit_head=heads[c.record_id])
         updates.append((c.record_id, {k: value for k, value in row.items()
                                       if k != "id" and not _same(stored.get(k), value)}))
     return store.write_updates(conn, entries, updates, last=last)
@@ -785,30 +791,49 @@ def execute(store: Store, conn: Connection, plan: CurationPlan, v: _View | None 
     transaction (the shorter path may then send its commit along, ``Store.write_updates``)."""
     if _rewrites_only(plan, v):
         return _execute_rewrites(store, conn, plan, v, last)  # type: ignore[arg-type]
-    heads = audit.append_batch(conn, _entries(plan))
-    when = to_epoch(plan.at)
-    inserts: list[dict[str, Any]] = []
-    archived: list[tuple[str, dict[str, Any], str | None]] = []
+    # Each record's row (or archived text) as it will be stored, so its entry binds its digest.
+    rows: dict[str, dict[str, Any]] = {}
+    texts: dict[str, str] = {}
+    digests: dict[str, str | None] = {}
     for c in plan.changes:
-        head = heads[c.record_id]
-        if c.kind == "update":
-            store.update_row(conn, record_row(c.after, *c.anchor, head))
-        elif c.kind == "create":
-            inserts.append(record_row(c.after, *c.anchor, head))
-        elif c.kind == "audit":
-            store.set_audit_head(conn, c.record_id, head)
+        rid = c.record_id
+        if c.kind in ("update", "create"):
+            rows[rid] = record_row(c.after, *c.anchor, None)
+        elif c.kind == "restore":
+            rows[rid] = record_row(MemoryRecord.model_validate(c.stored_doc), *c.anchor, None)
+            # the document exactly as it was archived (not re-serialized through the model)
+            rows[rid]["doc"] = json.dumps(c.stored_doc, separators=(",", ":"), ensure_ascii=False)
         elif c.kind == "archive":
             doc = dict(c.stored_doc)
             doc["audit_log"] = [e.model_dump(mode="json") for e in c.after.audit_log]
-            archived.append((c.record_id, doc, head))
-        elif c.kind == "restore":
-            store.unarchive(conn, c.record_id)
-            row = record_row(MemoryRecord.model_validate(c.stored_doc), *c.anchor, head)
-            # the document exactly as it was archived (not re-serialized through the model)
-            row["doc"] = json.dumps(c.stored_doc, separators=(",", ":"), ensure_ascii=False)
-            inserts.append(row)
+            texts[rid] = archive_text(doc)
+            digests[rid] = audit.archived_digest(rid, texts[rid])
+        elif c.kind == "audit":  # unchanged: its content as stored
+            stored = v.stored.get(rid) if v is not None else None
+            if stored is None:
+                stored = store.rows_for_update(conn, [rid]).get(rid)
+            digests[rid] = audit.row_digest(stored[0]) if stored is not None else None
         else:  # pragma: no cover
             raise AssertionError(c.kind)
+        if rid in rows:
+            digests[rid] = audit.row_digest(rows[rid])
+    heads = audit.append_batch(conn, _entries(plan), digests)
+    when = to_epoch(plan.at)
+    inserts: list[dict[str, Any]] = []
+    archived: list[tuple[str, str, str | None]] = []
+    for c in plan.changes:
+        head = heads[c.record_id]
+        if c.kind == "update":
+            store.update_row(conn, dict(rows[c.record_id], audit_head=head))
+        elif c.kind == "create":
+            inserts.append(dict(rows[c.record_id], audit_head=head))
+        elif c.kind == "audit":
+            store.set_audit_head(conn, c.record_id, head)
+        elif c.kind == "archive":
+            archived.append((c.record_id, texts[c.record_id], head))
+        elif c.kind == "restore":
+            store.unarchive(conn, c.record_id)
+            inserts.append(dict(rows[c.record_id], audit_head=head))
     if archived:
         store.archive_rows(conn, archived, when)
     if inserts:

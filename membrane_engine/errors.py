@@ -47,3 +47,8 @@ class AlreadyExistsError(MembraneError):
 
 class StoreUnavailableError(MembraneError):
     """The database is locked, read-only or unreachable."""
+
+
+class AuditKeyError(MembraneError):
+    """This process's ``MEMBRANE_AUDIT_KEY`` does not fit the store's audit log (a keyed store
+    and no key, or another key): nothing was written."""

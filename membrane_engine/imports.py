@@ -102,7 +102,7 @@ class PreparedImport:
     in_import: set[str] = field(default_factory=set)  # every item's id, valid or not
     relations: list[tuple[str, int, str]] = field(default_factory=list)  # (record id, k, target id)
     rows: list[tuple] = field(default_factory=list)  # store.ROW_COLUMNS order, audit head set
-    audit: list[tuple] = field(default_factory=list)  # audit rows (audit.ENTRY_COLUMNS), chained
+    audit: list[tuple] = field(default_factory=list)  # audit rows (audit.NEW_ENTRY_COLUMNS), chained
 
 
 PROGRESS_EVERY = 1000
@@ -205,14 +205,20 @@ def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[in
                          if rel.target_id not in out.in_import]
         return out  # refused whatever the store says; relations are still checked, for the report
     key = audit.signing_key()
-    own = ([("create", actor, format_time(now), to_epoch(now), "imported without an audit log", None)])
+    # Every record ends with the importer's own entry (SPEC 6, "import names the importer"),
+    # after the history it brought: that history is kept, and is only as good as the file.
+    stamp, ts = format_time(now), to_epoch(now)
     for r in records:
         s_a, a = anchor_of(r)
-        entries = [(e.action._value_, e.actor, format_time(e.timestamp), to_epoch(e.timestamp), e.rationale,
-                    audit.extra_text(extra_of(e))) for e in r.audit_log] or own
-        chain, head = audit.new_chain(r.id, entries, key)
+        brought = [(e.action._value_, e.actor, format_time(e.timestamp), to_epoch(e.timestamp), e.rationale,
+                    audit.extra_text(extra_of(e))) for e in r.audit_log]
+        said = (f"imported with {len(brought)} earlier audit entr{'y' if len(brought) == 1 else 'ies'} from the file"
+                if brought else "imported without an audit log")
+        values = record_values(r, s_a, a, None, validated=True)
+        chain, head = audit.new_chain(r.id, [*brought, ("create", actor, stamp, ts, said, None)], key,
+                                      audit.live_digest(values[:-1]))
         out.audit.extend(chain)
-        out.rows.append(record_values(r, s_a, a, head, validated=True))
+        out.rows.append((*values[:-1], head))
         for k, rel in enumerate(r.relations):
             if rel.target_id not in out.in_import:
                 out.relations.append((r.id, k, rel.target_id))

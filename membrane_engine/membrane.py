@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from . import audit, history
+from . import audit, audit_verify, history
 from .columns import TYPE_NAMES, ColumnCache
 from .errors import NilTrustError, NotFoundError, ValidationError
 from .import_writer import import_items, write_parts
@@ -526,9 +526,19 @@ class Membrane(CurationMixin):
 
         return gate.accesses(self, clearance, record_id, actor, limit, offset)
 
-    def verify_audit(self) -> list[audit.Problem]:
+    def verify_audit(self, checkpoint: dict[str, Any] | str | None = None) -> list[audit_verify.Problem]:
+        """Every problem with the audit trail (SPEC 6), [] when intact; with ``checkpoint`` (what
+        ``audit_checkpoint`` returned, or its JSON text) also whether the store still extends it."""
+        cp = None if checkpoint is None else audit_verify.parse_checkpoint(checkpoint)
         with self.store.read() as conn:
-            return audit.verify(conn)
+            return audit_verify.verify(conn, cp)
+
+    def audit_checkpoint(self) -> dict[str, Any]:
+        """The store-wide audit sequence as it is now (position, head hash, time; signed when
+        MEMBRANE_AUDIT_KEY is set), JSON-serialisable: keep it away from the database and verify
+        against it later (``verify_audit(checkpoint=...)``)."""
+        with self.store.read() as conn:
+            return audit_verify.checkpoint(conn, self.now())
 
     def metrics(self, as_of: datetime | None = None) -> dict[str, Any]:
         as_of = check_instant(as_of) if as_of is not None else None

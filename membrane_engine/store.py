@@ -7,7 +7,9 @@ Layout:
   updates or deletes a row of it.
 - ``archive``: records taken out by prune or delete, with their full JSON; restore puts them back.
 - ``changes``: one row per write to a record, so other processes' column caches can catch up.
-- ``meta``: the schema version.
+- ``meta``: the schema version, the store's id and, once a keyed process wrote, its audit key
+  check (audit.py).
+- ``audit_subjects``: chain heads of audit subjects that are not records (the store itself).
 
 SQLite runs in WAL mode and takes its write lock when a write transaction begins
 (``BEGIN IMMEDIATE``), so two writers never interleave a read-modify-write; PostgreSQL locks
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import uuid
 from datetime import datetime, timezone
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -74,7 +77,7 @@ except ImportError:  # pragma: no cover - PostgreSQL support is optional
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the store-wide audit chain and content digests (audit.upgrade)
 DEFAULT_DB_PATH = Path(os.environ.get("MEMBRANE_HOME", Path.home() / ".membrane")) / "membrane.db"
 
 metadata = MetaData()
@@ -131,7 +134,15 @@ audit_entries = Table(
     Column("extra", Text, nullable=True),  # an imported entry's unknown extra JSON fields (SPEC 1)
     Column("prev_hash", String(128), nullable=False),
     Column("hash", String(128), nullable=False),
+    # The record's stored content after the change (audit.live_digest / archived_digest), on the
+    # entry that made it; NULL on entries of a history brought by an import and before schema 2.
+    Column("digest", String(64), nullable=True),
+    # The store-wide sequence (audit.py): every entry's place in commit order and the chain
+    # value through it. NULL only on entries written before schema 2.
+    Column("store_position", Integer, nullable=True),
+    Column("store_hash", String(128), nullable=True),
     UniqueConstraint("record_id", "position", name="uq_audit_record_position"),
+    UniqueConstraint("store_position", name="uq_audit_store_position"),
     Index("ix_audit_ts", "ts"),
     Index("ix_audit_actor", "actor"),
     Index("ix_audit_action", "action"),
@@ -225,6 +236,19 @@ operator_tokens = Table(
     Index("ix_operator_tokens_operator", "operator"),
 )
 OPERATOR_TABLES = (operators, operator_events, operator_tokens)
+
+audit_subjects = Table(
+    "audit_subjects",
+    metadata,
+    Column("subject", String(256), primary_key=True),
+    Column("audit_head", String(128), nullable=True),
+)
+
+# The newest entry of the store-wide chain and the store's audit key check, in one statement
+# (a write transaction reads it once, on PostgreSQL in its first round trip: ``_lock_writers``).
+AUDIT_TAIL = ("SELECT (SELECT value FROM meta WHERE key = 'audit_key'), e.store_position, e.store_hash "
+              "FROM (SELECT 1 AS one) o LEFT JOIN (SELECT store_position, store_hash FROM audit_entries "
+              "WHERE store_position IS NOT NULL ORDER BY store_position DESC LIMIT 1) e ON 1 = 1")
 
 # What the numpy column cache reads of each record (columns.py decodes it; order matters
 # there). A cold load of a million records is bound by the Python objects the driver makes,
@@ -378,6 +402,10 @@ _PING_ON_CHECKOUT: ContextVar[bool] = ContextVar("membrane_ping_on_checkout", de
 
 # Connection.info key of the rows a write transaction read with its first round trip.
 _PREFETCHED = "membrane_prefetched_rows"
+# Connection.info keys of the store-wide audit chain's tail: as read with a write transaction's
+# first round trip, and as the transaction's own appends leave it (audit.py). Both end with it.
+_PREFETCHED_TAIL = "membrane_prefetched_audit_tail"
+AUDIT_TAIL_STATE = "membrane_audit_tail"
 # Connection.info key set while a SQLite write runs with a rollback journal (Store._direct_pages).
 _DIRECT_PAGES = "membrane_direct_pages"
 
@@ -541,6 +569,11 @@ def rows_in(conn: Connection, table: str, columns: Sequence[str], key: str, valu
             cursor.execute(sql, chunk, **options)
             out.extend(cursor.fetchall())
     return out
+
+
+def archive_text(doc: dict[str, Any]) -> str:
+    """How the archive stores a record's full JSON (its audit digest covers this text)."""
+    return json.dumps(doc, ensure_ascii=False)
 
 
 def tags_json(tags: list[str]) -> str:
@@ -750,6 +783,7 @@ class Store:
             if not existed:
                 metadata.create_all(conn)
                 conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+                conn.execute(meta.insert().values(key="store_id", value=str(uuid.uuid4())))
             else:
                 version = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
                 if version is None or int(version) > SCHEMA_VERSION:
@@ -762,6 +796,10 @@ class Store:
                 metadata.create_all(conn, tables=OPERATOR_TABLES)
                 access_log.create(conn, checkfirst=True)  # stores made before "who looked"
                 record_vectors.create(conn, checkfirst=True)  # stores made before vectors existed
+                if int(version) < SCHEMA_VERSION:
+                    from .audit import upgrade  # audit.py imports this module
+
+                    upgrade(conn, int(version))
             if conn.dialect.name == "sqlite":
                 conn.exec_driver_sql(SQLITE_SCALAR_INDEX)
         self._file = self._file_path  # from now on, the file must stay where it is
@@ -896,9 +934,14 @@ class Store:
             raw.execute("BEGIN", prepare=False)
             raw.execute(self._LOCK_WRITERS)
             cursors = self._send_rows_for_update(conn, requested)
+            tail = raw.cursor()  # the store-wide chain's tail, after the lock: no round trip of its own
+            cursors.append(tail)
+            tail.execute(AUDIT_TAIL)
         # Read after the pipeline's end: its Sync brought every answer back with it (reading
         # inside would ask for them with a Flush first, a round trip more).
-        conn.info[_PREFETCHED] = (frozenset(requested), self._rows_read(cursors))
+        conn.info[_PREFETCHED_TAIL] = tail.fetchone()
+        conn.info[_PREFETCHED] = (frozenset(requested), self._rows_read(cursors[:-1]))
+        tail.close()
 
     def _direct_pages(self, conn: Connection) -> None:
         """Before the transaction of a bulk import on SQLite: when the store is an empty file that
@@ -928,6 +971,8 @@ class Store:
         """Back to the driver's own transactions on a connection ``_lock_writers`` put in
         autocommit mode, its transaction over, before the pool hands it out again; on SQLite,
         back to the write-ahead log after ``_direct_pages``."""
+        conn.info.pop(AUDIT_TAIL_STATE, None)  # a transaction's own: never carried into the next
+        conn.info.pop(_PREFETCHED_TAIL, None)
         if self.is_sqlite and not (conn.invalidated or conn.closed) and conn.info.pop(_DIRECT_PAGES, False):
             try:
                 conn.connection.driver_connection.execute("PRAGMA journal_mode = WAL").fetchall()
@@ -1022,6 +1067,18 @@ class Store:
             for cursor in cursors:
                 cursor.close()
         return out
+
+    @staticmethod
+    def audit_tail(conn: Connection) -> tuple[str | None, int | None, str | None]:
+        """(the store's audit key check from ``meta``, the newest store-wide position, its chain
+        value) inside a write transaction: what ``_lock_writers`` read with the transaction's
+        first round trip, else one statement."""
+        prefetched = conn.info.pop(_PREFETCHED_TAIL, None)
+        if prefetched is not None:
+            return tuple(prefetched)  # type: ignore[return-value]
+        with _driver_cursor(conn) as cursor:
+            cursor.execute(AUDIT_TAIL)
+            return tuple(cursor.fetchone())  # type: ignore[return-value]
 
     _pipeline_mode: bool | None = None
 
@@ -1405,12 +1462,13 @@ class Store:
 
     def archive_doc(self, conn: Connection, record_id: str, doc: dict[str, Any], audit_head: str | None, when: float) -> None:
         conn.execute(archive.delete().where(archive.c.id == record_id))
-        conn.execute(archive.insert().values(id=record_id, doc=json.dumps(doc, ensure_ascii=False),
+        conn.execute(archive.insert().values(id=record_id, doc=archive_text(doc),
                                              audit_head=audit_head, archived_at=when))
 
-    def archive_rows(self, conn: Connection, items: list[tuple[str, dict[str, Any], str | None]], when: float) -> None:
-        """Move records to the archive in bulk (prune, delete): ``items`` of (id, full JSON doc,
-        audit head). Their rows leave ``records`` (logged in ``changes``)."""
+    def archive_rows(self, conn: Connection, items: list[tuple[str, dict[str, Any] | str, str | None]], when: float) -> None:
+        """Move records to the archive in bulk (prune, delete): ``items`` of (id, full JSON doc or
+        its text as ``archive_text`` makes it, audit head). Their rows leave ``records`` (logged
+        in ``changes``)."""
         ids = [item[0] for item in items]
         for start in range(0, len(ids), 900):
             chunk = ids[start:start + 900]
@@ -1419,8 +1477,8 @@ class Store:
         if items:
             conn.execute(changes.insert(), [{"record_id": rid} for rid in ids])
             conn.execute(archive.insert(), [
-                {"id": rid, "doc": json.dumps(doc, ensure_ascii=False), "audit_head": head, "archived_at": when}
-                for rid, doc, head in items])
+                {"id": rid, "doc": doc if isinstance(doc, str) else archive_text(doc), "audit_head": head,
+                 "archived_at": when} for rid, doc, head in items])
 
     def archived(self, conn: Connection, record_id: str, lock: bool = False) -> tuple[dict[str, Any], str | None] | None:
         q = select(archive.c.doc, archive.c.audit_head).where(archive.c.id == record_id)

@@ -41,7 +41,8 @@ def exported(m: Membrane, rid: str) -> dict:
 def test_extra_fields_round_trip_through_import_and_export(m, tmp_path, clock):
     m.import_records([with_log("a")])
     log = exported(m, "a")["audit_log"]
-    assert [extras(e) for e in log] == [EXTRA_1, {"x_before": "fields in any order", **EXTRA_2}, {}]
+    # the brought history, then the importer's own entry (SPEC 6), which has no extras
+    assert [extras(e) for e in log] == [EXTRA_1, {"x_before": "fields in any order", **EXTRA_2}, {}, {}]
     assert list(extras(log[0])) == list(EXTRA_1)  # written back in the order given
     assert m.verify_audit() == []
     # get() and audit_log() carry them too
@@ -54,7 +55,9 @@ def test_extra_fields_round_trip_through_import_and_export(m, tmp_path, clock):
     other = Membrane.open(f"sqlite:///{tmp_path / 'other.db'}", load_sample=False, clock=clock)
     try:
         assert other.import_file(path) == 1
-        assert exported(other, "a")["audit_log"] == log
+        # the same history, and the second importer's own entry after it
+        again = exported(other, "a")["audit_log"]
+        assert again[:-1] == log and again[-1]["rationale"] == "imported with 4 earlier audit entries from the file"
         assert other.verify_audit() == []
     finally:
         other.close()
@@ -65,19 +68,19 @@ def test_curation_keeps_extras_and_writes_entries_without_them(m, raw):
     m.reinforce("a", "op", "more")
     m.contest("a", "b", "op", "disputed")
     log = exported(m, "a")["audit_log"]
-    assert len(log) == 5 and [extras(e) for e in log[3:]] == [{}, {}]
+    assert len(log) == 6 and [extras(e) for e in log[3:]] == [{}, {}, {}]  # import's entry, reinforce, contest
     assert extras(log[0]) == EXTRA_1
     assert m.verify_audit() == []
-    # The engine's own entries store no extra and hash exactly as before extras existed.
-    rows = raw.query("SELECT record_id, position, action, actor, timestamp, rationale, details, extra, prev_hash, "
-                     "hash FROM audit_entries WHERE record_id = 'b' ORDER BY position")
+    # The engine's own entries store no extra (their hash covers it as null, with the content digest).
+    rows = raw.query("SELECT record_id, position, action, actor, timestamp, rationale, details, extra, digest, "
+                     "prev_hash, hash FROM audit_entries WHERE record_id = 'b' ORDER BY position")
     prev = GENESIS
-    for record_id, position, action, actor, timestamp, rationale, details, extra, prev_hash, digest in rows:
-        assert extra is None and prev_hash == prev
-        content = json.dumps([prev, record_id, position, action, actor, timestamp, rationale, details],
+    for record_id, position, action, actor, timestamp, rationale, details, extra, digest, prev_hash, hash_ in rows:
+        assert extra is None and prev_hash == prev and len(digest) == 64
+        content = json.dumps([prev, record_id, position, action, actor, timestamp, rationale, details, extra, digest],
                              separators=(",", ":"), ensure_ascii=False).encode()
-        assert digest == "sha256:" + hashlib.sha256(content).hexdigest()
-        prev = digest
+        assert hash_ == "sha256:" + hashlib.sha256(content).hexdigest()
+        prev = hash_
 
 
 def test_edited_or_removed_extra_fields_are_detected(m, raw):
@@ -105,7 +108,7 @@ def test_archive_and_restore_keep_extras(m, raw, clock, how):
     assert archived_log[:-1] == before and extras(archived_log[-1]) == {}
     assert m.verify_audit() == []
     m.restore("a", "op", "bring it back")
-    assert exported(m, "a")["audit_log"][:3] == before
+    assert exported(m, "a")["audit_log"][:len(before)] == before
     assert m.verify_audit() == []
 
 
@@ -117,7 +120,8 @@ def test_edited_extras_in_an_archived_copy_are_detected(m, raw):
     data["audit_log"][0]["x_trace_id"] = "forged"
     raw.execute(("UPDATE archive SET doc = :d WHERE id = 'a'", {"d": json.dumps(data)}))
     problems = m.verify_audit()
-    assert [(p.record_id, p.position) for p in problems] == [("a", None)]
+    # the copy differs from the chain, and the archived content from what the delete entry recorded
+    assert [(p.record_id, p.position, p.kind) for p in problems] == [("a", None, "archive"), ("a", 4, "content")]
     assert "archived copy" in problems[0].problem
 
 

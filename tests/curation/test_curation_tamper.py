@@ -15,8 +15,8 @@ from sqlalchemy import event
 
 from membrane_engine import Membrane
 
-AUDIT_ROWS = ("SELECT record_id, position, action, actor, timestamp, rationale, details, prev_hash, hash "
-              "FROM audit_entries WHERE record_id = '{rid}' ORDER BY position")
+ENTRY = ("SELECT record_id, position, action, actor, timestamp, rationale, details, extra, digest, store_position, hash "
+         "FROM audit_entries")
 
 
 def history(m: Membrane) -> None:
@@ -30,32 +30,60 @@ def history(m: Membrane) -> None:
 
 
 def where(problems) -> set[tuple[str, int | None]]:
-    return {(p.record_id, p.position) for p in problems}
+    """Where the record problems are (the store-wide ones, record_id None, are left out)."""
+    return {(p.record_id, p.position) for p in problems if p.record_id is not None}
+
+
+def sha(fields) -> str:
+    return "sha256:" + hashlib.sha256(json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+
+
+def content_digest(raw, rid: str) -> str:
+    from membrane_engine.audit import CONTENT_COLUMNS, live_digest
+
+    (row,) = raw.query(f"SELECT {', '.join(CONTENT_COLUMNS)} FROM records WHERE id = '{rid}'")
+    return live_digest(row)
 
 
 def forge(raw, rid: str, edit_position: int | None = None, keep: int | None = None) -> None:
-    """An attacker without the key: optionally rewrite one rationale and/or cut the chain to
-    ``keep`` entries, then recompute every hash with plain sha256 and reseal the head."""
-    rows = raw.query(AUDIT_ROWS.format(rid=rid))
+    """An attacker without the key who knows the hashing: optionally rewrite one rationale and/or
+    cut the record's chain to ``keep`` entries, bind the record's current content into its new
+    last entry, then recompute every hash with plain sha256 (the record's chain, the whole
+    store-wide sequence renumbered without holes, the head)."""
     statements = []
     if keep is not None:
         statements.append((f"DELETE FROM audit_entries WHERE record_id = :rid AND position >= {keep}", {"rid": rid}))
-        rows = rows[:keep]
-    prev = "0" * 64
-    for record_id, position, action, actor, timestamp, rationale, details, _prev, _hash in rows:
+    rows = [r for r in raw.query(ENTRY + " WHERE store_position IS NOT NULL ORDER BY store_position")
+            if not (keep is not None and r[0] == rid and r[1] >= keep)]
+    mine = [r for r in rows if r[0] == rid]
+    digest_now = content_digest(raw, rid)
+    prev, hashes = "0" * 64, {}
+    for record_id, position, action, actor, timestamp, rationale, details, extra, digest, _sp, _h in mine:
         if position == edit_position:
             rationale = "nothing to see here"
-        content = json.dumps([prev, record_id, position, action, actor, timestamp, rationale, details],
-                             separators=(",", ":"), ensure_ascii=False).encode()
-        digest = "sha256:" + hashlib.sha256(content).hexdigest()
-        statements.append(("UPDATE audit_entries SET rationale = :r, prev_hash = :p, hash = :h "
-                           "WHERE record_id = :rid AND position = :pos",
-                           {"r": rationale, "p": prev, "h": digest, "rid": record_id, "pos": position}))
-        prev = digest
-    seal = "sha256:" + hashlib.sha256(json.dumps(["head", rid, rows[-1][1], prev], separators=(",", ":"),
-                                                 ensure_ascii=False).encode()).hexdigest()
-    statements.append(("UPDATE records SET audit_head = :h WHERE id = :rid", {"h": seal, "rid": rid}))
-    raw.execute(*statements)
+        if position == mine[-1][1]:
+            digest = digest_now
+        hashes[position] = (sha([prev, record_id, position, action, actor, timestamp, rationale, details, extra, digest]),
+                            prev, rationale, digest)
+        prev = hashes[position][0]
+    store_prev = "0" * 64
+    for new_sp, (record_id, position, *_rest, old_sp, old_hash) in enumerate(rows):
+        new_hash = hashes[position][0] if record_id == rid else old_hash
+        store_prev = sha(["store", new_sp, store_prev, new_hash])
+        params = {"sp": new_sp, "sh": store_prev, "old": old_sp, "rid": record_id, "pos": position}
+        if record_id == rid:
+            h, p, r, d = hashes[position]
+            statements.append(("UPDATE audit_entries SET rationale = :r, prev_hash = :p, hash = :h, digest = :d, "
+                               "store_position = :sp, store_hash = :sh WHERE record_id = :rid AND position = :pos",
+                               {**params, "r": r, "p": p, "h": h, "d": d}))
+        else:
+            statements.append(("UPDATE audit_entries SET store_position = :sp, store_hash = :sh "
+                                "WHERE record_id = :rid AND position = :pos", params))
+    statements.append(("UPDATE records SET audit_head = :h WHERE id = :rid",
+                       {"h": sha(["head", rid, mine[-1][1], prev, digest_now]), "rid": rid}))
+    # store positions are unique: move them out of the way first
+    raw.execute("UPDATE audit_entries SET store_position = -1000 - store_position WHERE store_position IS NOT NULL",
+                *statements)
 
 
 def test_intact_store_verifies(m, raw):
@@ -85,7 +113,8 @@ def test_deleted_entry(m, raw):
     raw.execute("DELETE FROM audit_entries WHERE record_id = 'a' AND position = 3")
     problems = m.verify_audit()
     assert ("a", 3) in where(problems)
-    assert all(p.record_id == "a" for p in problems)
+    assert all(p.record_id in ("a", None) for p in problems)
+    assert [p.kind for p in problems if p.record_id is None] == ["erased"]  # its store-wide place is empty
     assert any("deleted" in p.problem for p in problems)
     raw.execute("DELETE FROM audit_entries WHERE record_id = 'b' AND position = 0")  # the first one
     assert ("b", 0) in where(m.verify_audit())
@@ -114,9 +143,10 @@ def test_swapped_contents_and_storage_order(m, raw):
 def test_truncated_tail(m, raw):
     history(m)
     raw.execute("DELETE FROM audit_entries WHERE record_id = 'a' AND position >= 4")
-    problems = m.verify_audit()
-    assert where(problems) == {("a", 4)}
-    assert "truncated" in problems[0].problem
+    problems = [p for p in m.verify_audit() if p.record_id is not None]
+    # the head no longer seals the chain, and the record's content is not what entry 3 recorded
+    assert {(p.record_id, p.position, p.kind) for p in problems} == {("a", 4, "head"), ("a", 3, "content")}
+    assert "truncated" in [p for p in problems if p.kind == "head"][0].problem
 
 
 def test_truncated_tail_with_head_pointed_at_the_new_last_entry(m, raw):
@@ -144,7 +174,7 @@ def test_archived_log_copy_and_archived_chain(m, raw, clock):
     edited = doc.replace('"archive"', '"nothing happened"').replace("deleted: archive", "deleted: nothing happened")
     assert edited != doc
     raw.execute(("UPDATE archive SET doc = :d WHERE id = 'w'", {"d": edited}))
-    assert where(m.verify_audit()) == {("w", None)}
+    assert {(p.record_id, p.position, p.kind) for p in m.verify_audit()} == {("w", None, "archive"), ("w", 1, "content")}
     raw.execute(("UPDATE archive SET doc = :d WHERE id = 'w'", {"d": doc}),
                 "DELETE FROM audit_entries WHERE record_id = 'w' AND position = 1")  # the delete entry
     assert "w" in {p.record_id for p in m.verify_audit()}
@@ -171,8 +201,9 @@ def test_keyed_chain_catches_recomputed_sha256_edit(keyed, m, raw):
     assert raw.query("SELECT hash FROM audit_entries WHERE record_id = 'a' AND position = 0")[0][0].startswith("hmac-sha256:")
     forge(raw, "a", edit_position=2)
     problems = m.verify_audit()
-    assert problems and {p.record_id for p in problems} == {"a"}
-    assert any("forged" in p.problem for p in problems)
+    assert problems and {p.record_id for p in problems} == {"a", None}
+    assert any("forged" in p.problem for p in problems if p.record_id == "a")
+    assert any("forged" in p.problem for p in problems if p.record_id is None)  # the store-wide chain too
 
 
 def test_keyed_chain_catches_recomputed_truncation(keyed, m, raw):
@@ -193,9 +224,11 @@ def test_a_store_written_with_a_key_does_not_verify_without_it(m, raw, monkeypat
     monkeypatch.setenv("MEMBRANE_AUDIT_KEY", "k1")
     history(m)
     monkeypatch.delenv("MEMBRANE_AUDIT_KEY")
-    assert {p.record_id for p in m.verify_audit()} == {"a", "b"}
+    (problem,) = m.verify_audit()
+    assert (problem.record_id, problem.kind) == (None, "key") and "cannot be verified" in problem.problem
     monkeypatch.setenv("MEMBRANE_AUDIT_KEY", "k2")
-    assert {p.record_id for p in m.verify_audit()} == {"a", "b"}
+    (problem,) = m.verify_audit()
+    assert (problem.record_id, problem.kind) == (None, "key") and "not the key" in problem.problem
 
 
 def test_the_engine_never_updates_or_deletes_audit_rows(m, clock):

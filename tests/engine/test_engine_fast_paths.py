@@ -39,15 +39,18 @@ def test_new_chain_matches_entry_hash_and_head_seal():
     entries = [("create", "alice", "2026-01-01T00:00:00Z", 1.0, "made", None),
                ("reinforce", "bob\u2028", "2026-01-02T00:00:00Z", 2.0, "used \x00\x1f", '{"x":1}')]
     for key in (None, b"secret"):
-        rows, head = audit.new_chain("r1", entries, key)
+        rows, head = audit.new_chain("r1", entries, key, "d" * 64)
         prev = audit.GENESIS
         for position, (row, (action, actor, stamp, _, rationale, extra)) in enumerate(zip(rows, entries)):
-            fields = [prev, "r1", position, action, actor, stamp, rationale, None] + ([extra] if extra else [])
+            digest = "d" * 64 if position == len(entries) - 1 else None  # the last entry binds the content
+            fields = [prev, "r1", position, action, actor, stamp, rationale, None, extra, digest]
             content = json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
-            assert row[-1] == audit._digest(content, key)
-            assert row[-2] == prev
-            prev = row[-1]
-        assert head == audit._digest(json.dumps(["head", "r1", 1, prev], separators=(",", ":")).encode(), key)
+            assert row[-2] == audit._digest(content, key) and row[-1] == digest
+            assert row[-3] == prev
+            assert row[-2] == audit.entry_hash_v2(prev, "r1", position, action, actor, stamp, rationale, None, extra,
+                                                  digest, key)
+            prev = row[-2]
+        assert head == audit._digest(json.dumps(["head", "r1", 1, prev, "d" * 64], separators=(",", ":")).encode(), key)
 
 
 _utc = TypeAdapter(UTCDateTime)

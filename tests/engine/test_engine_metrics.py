@@ -45,14 +45,14 @@ def test_metrics_known_answers(mem):
         "salience_distribution": {"0.0-0.2": 2, "0.2-0.4": 2, "0.4-0.6": 2, "0.6-0.8": 2, "0.8-1.0": 2},
         "active_records": 8,
         "pinned_records": 7,
-        "total_audit_entries": 16,
+        "total_audit_entries": 18,  # the two records that brought a history also get the importer's entry
         "memory_growth_rate": pytest.approx(0.3),
-        "retrieval_usefulness": pytest.approx(2 / 16),
+        "retrieval_usefulness": pytest.approx(2 / 18),
         # The stored success_rate of d and e (f has no performance block), as Membrane's
         # GetMetrics averages it; the counts (3/4 and 1/2) are the selector's signal only.
         "competence_success_rate": pytest.approx((0.1 + 0.9) / 2),
         "plan_reuse_frequency": pytest.approx(2.5),
-        "revision_rate": pytest.approx(3 / 16),
+        "revision_rate": pytest.approx(3 / 18),
     }
 
 
@@ -109,7 +109,7 @@ def test_audit_counts_follow_writes_by_this_and_other_processes(mem, store_url):
         other.penalize("z", 0.1, "op", "wrong")
         assert mem.action_counts.current() == counted_in_full()
         later = mem.metrics()
-        assert later["total_audit_entries"] == first["total_audit_entries"] + 7
+        assert later["total_audit_entries"] == first["total_audit_entries"] + 8  # z: 3 brought + the importer's
         assert later == compute_metrics(mem.store, mem.columns.current(), T0)  # counted in full
     finally:
         other.close()
