@@ -49,6 +49,7 @@ def prewarm(url: str) -> None:
 COMMANDS: dict[str, str] = {
     "operators": "console.commands.operators",
     "check": "console.commands.check",  # policy files, SPEC 11
+    "audit": "console.commands.audit",  # audit checkpoints and verification, SPEC 6
 }
 
 
