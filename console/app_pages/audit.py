@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, time, timezone
 
 import pandas as pd
@@ -49,46 +50,97 @@ def activity(_membrane, url: str, newest: int, bucket: int, filters: tuple) -> l
 
 
 st.title("Audit log")
-st.caption("Every audit entry in the store, newest first. Entries are append-only and hash-chained per record; "
-           "verification walks every chain and reports edited, deleted, reordered or truncated history.")
+st.caption("Every audit entry in the store, newest first. Entries are append-only, hash-chained per record and in "
+           "one store-wide sequence, and each binds a digest of its record's stored content. Verification walks "
+           "every chain and reports edited, deleted, reordered or truncated history, records changed or moved "
+           "outside the engine and, against a checkpoint you kept, a store rolled back or cut short.")
 clearance_caption(operator)
 st.caption("Entries of records beyond your clearance are left out; of records you see redacted, the actor, "
            "rationale and details are withheld.")
 
 # ----------------------------------------------------------------------------- verification
 
-v1, v2 = st.columns([1, 4])
-if v1.button("Verify the chains", type="primary", key="audit_verify"):
+
+def problem_rows(problems: list) -> pd.DataFrame:
+    """Problems as an operator reads them: which record (or place in the store-wide sequence),
+    what kind of problem, what that means, and the engine's own account."""
+    def where(p) -> str:
+        if p.record_id is None:
+            return "whole store" if p.store_position is None else f"store-wide position {p.store_position:,}"
+        subject = "the store's own log" if p.record_id == "" else f"record {clean(p.record_id, 200)}"
+        return subject if p.position is None else f"{subject}, entry {p.position}"
+
+    def said(p) -> str:
+        if p.record_id is None and "record " in p.problem:  # it may name a record beyond the clearance
+            return p.meaning + " (`membrane-console audit verify` names the records)"
+        return clean(p.problem, 1000)
+
+    return pd.DataFrame([{"where": where(p), "problem": said(p), "kind": p.kind, "what it means": p.meaning,
+                          "record_id": clean(p.record_id or "", 200)} for p in problems],
+                        columns=["where", "problem", "kind", "what it means", "record_id"])
+
+
+def run_verification(checkpoint: dict | None) -> None:
     with st.spinner("Walking every chain…"):
         try:
-            problems = m.verify_audit()
-            st.session_state[VERIFY_KEY] = (datetime.now(UTC), problems, None)
+            problems = m.verify_audit(checkpoint=checkpoint)
+            st.session_state[VERIFY_KEY] = (datetime.now(UTC), problems, None, checkpoint)
         except MembraneError as exc:
-            st.session_state[VERIFY_KEY] = (datetime.now(UTC), None, str(exc))
+            st.session_state[VERIFY_KEY] = (datetime.now(UTC), None, str(exc), checkpoint)
+
+
+v1, v2 = st.columns([1, 4])
+if v1.button("Verify the chains", type="primary", key="audit_verify"):
+    run_verification(None)
+with st.expander("Checkpoints: prove later that nothing was rolled back or cut off", expanded=False):
+    st.markdown("A checkpoint records where the store-wide audit sequence stands now (its position and head hash, "
+                "signed when `MEMBRANE_AUDIT_KEY` is set). Keep it **away from the database** (another machine, a "
+                "ticket, a mail). Verifying against it later reports a store rolled back to an older copy, "
+                "truncated, or rewritten since. The command line does the same: `membrane-console audit "
+                "checkpoint` and `membrane-console audit verify --checkpoint FILE`.")
+    c1, c2 = st.columns(2)
+    c1.download_button("Download a checkpoint of the audit log now", key="audit_checkpoint_download",
+                       data=lambda: json.dumps(m.audit_checkpoint(), indent=2),
+                       file_name=f"membrane_audit_checkpoint_{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json",
+                       mime="application/json", on_click="ignore")
+    uploaded = c2.file_uploader("Verify against a checkpoint file", type=["json"], key="audit_checkpoint_upload")
+    if uploaded is not None and c2.button("Verify against this checkpoint", key="audit_verify_checkpoint"):
+        try:
+            checkpoint = json.loads(uploaded.getvalue().decode("utf-8-sig"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            st.session_state[VERIFY_KEY] = (datetime.now(UTC), None,
+                                            f"{uploaded.name} is not a checkpoint (not JSON: {exc})", None)
+        else:
+            run_verification(checkpoint)
 verification = st.session_state.get(VERIFY_KEY)
 with v2:
     if verification is None:
         st.caption("Not verified in this session yet.")
     else:
-        when, problems, failure = verification
+        when, problems, failure, against = verification
+        of = (f" against the checkpoint of {md(str(against.get('taken_at')), 40)}"
+              if isinstance(against, dict) else "")
         if failure is not None:
             st.error(f"Verification could not run: {md(failure, 500)}")
         elif not problems:
-            st.success(f"Audit chains intact: no problem found (checked {when:%Y-%m-%d %H:%M:%S} UTC).", icon=":material/verified:")
+            st.success(f"Audit chains intact{of}: no problem found (checked {when:%Y-%m-%d %H:%M:%S} UTC).",
+                       icon=":material/verified:")
         else:
-            st.error(f"{len(problems)} problem(s) found in the audit chains "
+            st.error(f"{len(problems)} problem(s) found in the audit chains{of} "
                      f"(checked {when:%Y-%m-%d %H:%M:%S} UTC).", icon=":material/report:")
 if verification is not None and verification[1]:
-    # Every problem is counted above; the records named are those the clearance sees.
-    named = m.explain_many(sorted({p.record_id for p in verification[1]}), clearance)
-    listed = [p for p in verification[1] if p.record_id in named and named[p.record_id].value != "hidden"]
-    if len(listed) < len(verification[1]):
-        st.caption(f"{len(verification[1]) - len(listed):,} problem(s) concern records beyond your clearance "
+    found = verification[1]
+    # Every problem is counted above; the records named are those the clearance sees. Problems of
+    # the store-wide sequence are listed by place and meaning (their own text may name a record).
+    named = m.explain_many(sorted({p.record_id for p in found if p.record_id}), clearance)
+    listed = [p for p in found
+              if not p.record_id or (p.record_id in named and named[p.record_id].value != "hidden")]
+    if len(listed) < len(found):
+        st.caption(f"{len(found) - len(listed):,} problem(s) concern records beyond your clearance "
                    "(or no longer in the store): counted, not listed.")
-    st.dataframe(pd.DataFrame([{"record_id": clean(p.record_id, 200), "position": p.position,
-                                "problem": clean(p.problem, 1000)}
-                               for p in listed], columns=["record_id", "position", "problem"]),
-                 hide_index=True, key="audit_problems")
+    st.dataframe(problem_rows(listed), hide_index=True, key="audit_problems",
+                 column_config={"where": st.column_config.TextColumn(width="medium"),
+                                "problem": st.column_config.TextColumn(width="large")})
 
 # ----------------------------------------------------------------------------- filters
 

@@ -525,3 +525,38 @@ def test_curate_delete_then_restore_from_the_archive(store):
     assert "Restore from archive done" in unescaped(texts(at.success))
     m = fresh(store)
     assert rid in m.ids() and m.audit_log(rid)[-1].rationale.startswith("restored from archive")
+
+
+def test_audit_checkpoint_download_and_verify_against_an_uploaded_one(store):
+    """The page's checkpoint workflow: the download is the engine's checkpoint; verifying against
+    an uploaded one reports a cut tail in words (which place, what it means)."""
+    at = page("audit")
+    m = fresh(store)
+    cp = m.audit_checkpoint()
+    body = json.dumps(cp).encode()
+    ok(at.file_uploader(key="audit_checkpoint_upload").set_value(("cp.json", body, "application/json")).run())
+    ok(at.button(key="audit_verify_checkpoint").click().run())
+    assert "intact against the checkpoint" in texts(at.success)
+    rid = m.audit_query(limit=1)[1][0].record_id  # the newest entry's record: cut it with its history
+    m.close()
+    with sqlite3.connect(store.removeprefix("sqlite:///")) as conn:
+        conn.execute("DELETE FROM audit_entries WHERE record_id = ?", (rid,))
+        conn.execute("DELETE FROM records WHERE id = ?", (rid,))
+    ok(at.button(key="audit_verify_checkpoint").click().run())
+    assert "problem" in texts(at.error)
+    problems = table(at, "what it means")
+    assert "rollback" in set(problems["kind"])
+    assert any("rolled back" in text for text in problems["what it means"])
+
+
+def test_audit_page_explains_a_record_edited_outside_the_engine(store):
+    path = store.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        rid = conn.execute("SELECT id FROM records WHERE sensitivity != 'hyper' ORDER BY id LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE records SET sensitivity = 'hyper', sens_level = 4 WHERE id = ?", (rid,))
+    at = page("audit")
+    ok(at.button(key="audit_verify").click().run())
+    problems = table(at, "what it means")
+    assert list(problems["record_id"]) == [rid] and list(problems["kind"]) == ["content"]
+    assert "outside the engine" in problems["what it means"][0]
+    assert problems["where"][0].startswith(f"record {rid}, entry")
