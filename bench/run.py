@@ -10,7 +10,8 @@ processes, so cold open and peak memory are the engine's own:
 - retrieve: limit 20, max sensitivity medium, two scopes, all types, min_salience 0.2
 - retrieve_by_id, explain (with as_of and min_salience), a reinforce including bringing the
   column cache up to date, metrics (its first call in the process, which counts every audit
-  entry, reported apart as ``metrics_first``), prune preview (``prune(dry_run=True)``)
+  entry, reported apart as ``metrics_first``), prune preview (``prune(dry_run=True)``),
+  ``audit_checkpoint`` and one ``verify_audit`` of the whole store against that checkpoint
 - the same retrieve on two yardsticks (bench/reference.py): the naive reference (every record
   loaded and filtered in Python, layer by layer) and the bare numpy floor (filter + top-k over
   the cached columns); reported as ratios
@@ -47,7 +48,7 @@ DEFAULT_OUT = ROOT / "bench" / "results"
 DEFAULT_PG = (os.environ.get("MEMBRANE_BENCH_POSTGRES_URL") or os.environ.get("MEMBRANE_TEST_POSTGRES_URL")
               or "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 TARGETS_MS = {"retrieve": 50, "retrieve_by_id": 5, "explain": 5, "reinforce": 20, "metrics": 1000,
-              "prune_preview": 1000, "cold_open": 10_000}
+              "prune_preview": 1000, "cold_open": 10_000, "audit_checkpoint": 100, "verify_audit": 60_000}
 
 
 def parse_size(text: str) -> int:
@@ -282,6 +283,13 @@ def engine_worker(url: str, repeat: int, seed: int) -> dict[str, Any]:
     samples, pruned = _timed(lambda: m.prune("bench", "benchmark: preview", dry_run=True), few)
     out["prune_preview"] = _stats(samples)
     out["prune_candidates"] = len(pruned)
+    samples, checkpoint = _timed(lambda: m.audit_checkpoint(), repeat)
+    out["audit_checkpoint"] = _stats(samples)
+    # One walk of the whole audit trail (every chain, the store-wide sequence, every record's
+    # content digest) against the checkpoint just taken.
+    samples, problems = _timed(lambda: m.verify_audit(checkpoint=checkpoint), 1, warmup=0)
+    out["verify_audit"] = _stats(samples)
+    out["verify_problems"] = [str(p) for p in problems[:5]]
     out["peak_rss_mb"] = peak_rss_mb()
     m.close()
     return out
@@ -327,7 +335,16 @@ def _row(db: str, n: int, r: dict[str, Any]) -> str:
     return (f"| {db} | {label(n)} | {cell('retrieve')} | {cell('retrieve_by_id')} | {cell('explain')} | "
             f"{cell('reinforce')} | {cell('metrics')}{first} | {cell('prune_preview')} | {e['cold_open']['median_ms'] / 1000:.2f} s "
             f"({e['cold_open'].get('cpu_median_ms', float('nan')) / 1000:.2f}) | "
-            f"{e['peak_rss_mb']:.0f} MB | {r['naive_ratio']:.0f}x | {r['floor_ratio']:.2f}x | {_import_cell(r)} |")
+            f"{e['peak_rss_mb']:.0f} MB | {r['naive_ratio']:.0f}x | {r['floor_ratio']:.2f}x | {_import_cell(r)} | "
+            f"{cell('audit_checkpoint') if 'audit_checkpoint' in e else '-'} | {_verify_cell(e)} |")
+
+
+def _verify_cell(e: dict[str, Any]) -> str:
+    """verify_audit over the whole store, in seconds (and whether it found anything)."""
+    if "verify_audit" not in e:
+        return "-"
+    found = f", {len(e['verify_problems'])}+ problems" if e.get("verify_problems") else ""
+    return f"{e['verify_audit']['median_ms'] / 1000:.1f} s ({e['verify_audit'].get('cpu_median_ms', float('nan')) / 1000:.1f}){found}"
 
 
 def _import_cell(r: dict[str, Any]) -> str:
@@ -337,7 +354,8 @@ def _import_cell(r: dict[str, Any]) -> str:
 
 
 HEADER = ("| db | N | retrieve | by id | explain | reinforce | metrics | prune preview | cold open | peak RSS | "
-          "vs naive | vs floor | import |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "vs naive | vs floor | import | audit checkpoint | verify audit |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main(argv: list[str] | None = None) -> int:
