@@ -513,7 +513,7 @@ def upgrade(conn: Connection, from_version: int) -> None:
 
     from sqlalchemy import inspect
 
-    from .audit_verify import legacy_digest
+    from .audit_verify import legacy_digest, stream
 
     have = {c["name"] for c in inspect(conn).get_columns("audit_entries")}
     for name, kind in (("digest", "VARCHAR(64)"), ("store_position", "INTEGER"), ("store_hash", "VARCHAR(128)")):
@@ -541,16 +541,14 @@ def upgrade(conn: Connection, from_version: int) -> None:
     resealed: dict[str, list[tuple[str, str]]] = {"records": [], "archive": []}
     left: list[str] = []
     columns = ", ".join(("id", "audit_head", *CONTENT_COLUMNS))
-    with _driver_cursor(conn) as cursor:
-        cursor.execute(f"SELECT {columns} FROM records")
-        live = cursor.fetchall()
-    for row in live:
-        rid, head = row[0], row[1]
-        end = ends.get(rid)
-        if end is not None and head == head_seal_v1(rid, *end, legacy_key):
-            resealed["records"].append((head_seal(rid, *end, live_digest(row[2:]), key), rid))
-        else:
-            left.append(rid)
+    for chunk in stream(conn, f"SELECT {columns} FROM records"):
+        for row in chunk:
+            rid, head = row[0], row[1]
+            end = ends.get(rid)
+            if end is not None and head == head_seal_v1(rid, *end, legacy_key):
+                resealed["records"].append((head_seal(rid, *end, live_digest(row[2:]), key), rid))
+            else:
+                left.append(rid)
     for rid, head, doc in conn.execute(select(archive.c.id, archive.c.audit_head, archive.c.doc)):
         end = ends.get(rid)
         if end is not None and head == head_seal_v1(rid, *end, legacy_key):

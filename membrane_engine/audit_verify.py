@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -98,6 +100,29 @@ def _consistent_snapshot(conn: Connection) -> None:
         return
     if idle:
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
+def stream(conn: Connection, statement: str, size: int = 5000) -> Iterator[list[tuple]]:
+    """Rows of ``statement`` in chunks of plain tuples through the driver, without holding the
+    whole result: a server-side cursor on PostgreSQL (a million documents would otherwise
+    arrive as one result in this process's memory). Inside the caller's transaction."""
+    raw = conn.connection.driver_connection
+    postgres = conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg"
+    cursor = raw.cursor(name=f"membrane_audit_{next(_CURSORS)}") if postgres else raw.cursor()
+    if postgres:
+        cursor.itersize = size
+    try:
+        cursor.execute(statement)
+        while True:
+            chunk = cursor.fetchmany(size)
+            if not chunk:
+                return
+            yield chunk
+    finally:
+        cursor.close()
+
+
+_CURSORS = itertools.count()
 
 
 def _meta(conn: Connection, key: str) -> str | None:
@@ -243,14 +268,9 @@ def _content_of(conn: Connection) -> tuple[dict[str, tuple[str, str | None, str 
     heads: dict[str, tuple[str, str | None, str | None]] = {}
     problems: list[Problem] = []
     columns = ", ".join(("id", "audit_head", *CONTENT_COLUMNS))
-    with _driver_cursor(conn) as cursor:
-        cursor.execute(f"SELECT {columns} FROM records")
-        while True:
-            chunk = cursor.fetchmany(5000)
-            if not chunk:
-                break
-            for row in chunk:
-                heads[row[0]] = ("live", row[1], live_digest(row[2:]))
+    for chunk in stream(conn, f"SELECT {columns} FROM records"):
+        for row in chunk:
+            heads[row[0]] = ("live", row[1], live_digest(row[2:]))
     archived_docs: dict[str, str] = {}
     for rid, head, doc in conn.execute(select(archive.c.id, archive.c.audit_head, archive.c.doc)):
         if rid in heads:
@@ -275,8 +295,42 @@ class _Chain:
     last_store_position: int | None = None
     last_digest: str | None = None
     last_archives: bool = False
-    last_said: str = ""
+    last: Any = None  # the newest entry (an _Entry)
+
+    @property
+    def last_said(self) -> str:
+        r = self.last
+        return f"entry {r.position}, {r.action} by {r.actor} at {r.timestamp}"
     forged_reported: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    seq: int
+    record_id: str
+    position: int
+    action: str
+    actor: str
+    timestamp: str
+    ts: float
+    rationale: str
+    details: str | None
+    extra: str | None
+    prev_hash: str
+    hash: str
+    digest: str | None
+    store_position: int | None
+
+
+_ENTRY_SELECT = ("SELECT seq, record_id, position, action, actor, timestamp, ts, rationale, details, extra, prev_hash, "
+                 "hash, digest, store_position FROM audit_entries ORDER BY record_id, position")
+
+
+def _entries(conn: Connection) -> Iterator[_Entry]:
+    """Every audit entry, by record and position, streamed."""
+    for chunk in stream(conn, _ENTRY_SELECT):
+        for row in chunk:
+            yield _Entry(*row)
 
 
 def _archives(action: str, details: str | None) -> bool:
@@ -353,8 +407,7 @@ def verify(conn: Connection, cp: dict[str, Any] | None = None) -> list[Problem]:
                                                      f"{c.last_position}): {cause}", "head"))
 
     current: _Chain | None = None
-    q = select(audit_entries).order_by(audit_entries.c.record_id, audit_entries.c.position).execution_options(yield_per=5000)
-    for r in conn.execute(q):
+    for r in _entries(conn):
         rid = r.record_id
         if current is None or rid != current.record_id:
             close(current)
@@ -414,7 +467,7 @@ def verify(conn: Connection, cp: dict[str, Any] | None = None) -> list[Problem]:
         c.prev, c.last_position, c.last_seq = r.hash, r.position, r.seq
         c.last_store_position, c.last_digest = r.store_position, r.digest
         c.last_archives = _archives(r.action, r.details)
-        c.last_said = f"entry {r.position}, {r.action} by {r.actor} at {r.timestamp}"
+        c.last = r
         c.expected = max(c.expected, r.position) + 1
     close(current)
 
@@ -455,40 +508,38 @@ def verify(conn: Connection, cp: dict[str, Any] | None = None) -> list[Problem]:
     return problems
 
 
+def _said(record_id: str) -> str:
+    return "the store's own log" if record_id == STORE_SUBJECT else f"record {record_id}"
+
+
 def _walk_store_chain(conn: Connection, hashes: _Hashes, problems: list[Problem], wanted: int | None
                       ) -> tuple[int, str | None]:
     """Walk the store-wide sequence in order; report holes and broken links. Returns the newest
     position (-1: none) and the chain value at position ``wanted`` (None: not there)."""
     expected, prev, seen = 0, GENESIS, None
     forged = False
-    with _driver_cursor(conn) as cursor:
-        cursor.execute("SELECT store_position, record_id, position, hash, store_hash FROM audit_entries "
-                       "WHERE store_position IS NOT NULL ORDER BY store_position")
-        while True:
-            chunk = cursor.fetchmany(10000)
-            if not chunk:
-                break
-            for sp, rid, position, hash_, store_hash in chunk:
-                said = "the store's own log" if rid == STORE_SUBJECT else f"record {rid}"
-                if sp != expected:
-                    span = f"position {expected} is" if sp == expected + 1 else f"positions {expected}..{sp - 1} are"
-                    problems.append(Problem(None, None, f"store-wide {span} missing (next stored: {said}, entry "
-                                                        f"{position}): entries erased, such as a whole record with its "
-                                                        "history", "erased", expected))
-                else:
-                    verdict = hashes.check(store_hash, _canonical(["store", sp, prev, hash_]), sp)
-                    if verdict == "forged" and not forged:
-                        forged = True
-                        problems.append(Problem(None, None, "the store-wide chain is sealed with plain sha256 from "
-                                                            f"here ({said}, entry {position}) but the store is keyed: "
-                                                            "recomputed without the key (forged)", "key", sp))
-                    elif verdict == "edited":
-                        problems.append(Problem(None, None, f"the store-wide chain breaks here ({said}, entry "
-                                                            f"{position}): this entry, or the one before it, was "
-                                                            "rewritten, inserted or removed", "chain", sp))
-                prev, expected = store_hash, sp + 1
-                if sp == wanted:
-                    seen = store_hash
+    for chunk in stream(conn, "SELECT store_position, record_id, position, hash, store_hash FROM audit_entries "
+                              "WHERE store_position IS NOT NULL ORDER BY store_position", 10000):
+        for sp, rid, position, hash_, store_hash in chunk:
+            if sp != expected:
+                span = "this place is" if sp == expected + 1 else f"places {expected}..{sp - 1} are"
+                problems.append(Problem(None, None, f"{span} empty (the next one stored holds {_said(rid)}, entry "
+                                                    f"{position}): entries erased, such as a whole record with its "
+                                                    "history", "erased", expected))
+            else:
+                verdict = hashes.check(store_hash, _canonical(["store", sp, prev, hash_]), sp)
+                if verdict == "forged" and not forged:
+                    forged = True
+                    problems.append(Problem(None, None, "the store-wide chain is sealed with plain sha256 from "
+                                                        f"here ({_said(rid)}, entry {position}) but the store is keyed: "
+                                                        "recomputed without the key (forged)", "key", sp))
+                elif verdict == "edited":
+                    problems.append(Problem(None, None, f"the store-wide chain breaks here ({_said(rid)}, entry "
+                                                        f"{position}): this entry, or the one before it, was "
+                                                        "rewritten, inserted or removed", "chain", sp))
+            prev, expected = store_hash, sp + 1
+            if sp == wanted:
+                seen = store_hash
     return expected - 1, seen
 
 
@@ -513,13 +564,8 @@ def legacy_digest(conn: Connection) -> tuple[str, int]:
     stored, and how many there are (what the upgrade entry records)."""
     h = hashlib.sha256()
     total = 0
-    with _driver_cursor(conn) as cursor:
-        cursor.execute("SELECT hash FROM audit_entries WHERE store_position IS NULL ORDER BY seq")
-        while True:
-            chunk = cursor.fetchmany(10000)
-            if not chunk:
-                break
-            for (hash_,) in chunk:
-                h.update(hash_.encode() + b"\n")
-            total += len(chunk)
+    for chunk in stream(conn, "SELECT hash FROM audit_entries WHERE store_position IS NULL ORDER BY seq", 10000):
+        for (hash_,) in chunk:
+            h.update(hash_.encode() + b"\n")
+        total += len(chunk)
     return h.hexdigest(), total

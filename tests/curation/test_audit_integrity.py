@@ -94,7 +94,7 @@ def test_a_record_rolled_back_to_an_older_copy_is_reported(keyed, m, raw, clock)
     raw.execute("DELETE FROM audit_entries WHERE record_id = 'x' AND position >= 2",
                 "DELETE FROM records WHERE id = 'x'", insert_row(old))
     (problem,) = m.verify_audit()
-    assert (problem.kind, problem.store_position) == ("erased", 6) and "positions 6..7 are missing" in problem.problem
+    assert (problem.kind, problem.store_position) == ("erased", 6) and "places 6..7 are empty" in str(problem)
 
 
 def test_a_rollback_at_the_store_tail_is_caught_against_a_checkpoint(keyed, m, raw, clock):
