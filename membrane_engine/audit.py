@@ -125,18 +125,12 @@ CONTENT_COLUMNS = ROW_COLUMNS[:-1]
 assert ROW_COLUMNS[-1] == "audit_head"
 
 
-def _converter(column) -> Any:
-    kind = column.type
-    if isinstance(kind, Boolean):
-        return lambda v: None if v is None else int(bool(v))
-    if isinstance(kind, Float):
-        return lambda v: None if v is None else float(v)
-    if isinstance(kind, (Integer, SmallInteger)):
-        return lambda v: None if v is None else int(v)
-    return lambda v: v
-
-
-_CONVERT = tuple(_converter(records.c[name]) for name in CONTENT_COLUMNS)
+# Columns whose stored value may come back in another Python type than it was written in:
+# booleans (SQLite gives 0/1) and floats written as ints. Every other column reads back as written.
+_BOOL_AT = tuple(k for k, name in enumerate(CONTENT_COLUMNS) if isinstance(records.c[name].type, Boolean))
+_FLOAT_AT = tuple(k for k, name in enumerate(CONTENT_COLUMNS) if isinstance(records.c[name].type, Float))
+_INT_AT = tuple(k for k, name in enumerate(CONTENT_COLUMNS)
+                if isinstance(records.c[name].type, (Integer, SmallInteger)) and k not in _BOOL_AT)
 
 
 def _content_bytes(fields: list[Any]) -> bytes:
@@ -148,9 +142,21 @@ def _content_bytes(fields: list[Any]) -> bytes:
 
 def live_digest(values: Sequence[Any]) -> str:
     """sha256 (hex) of a live record's stored content: ``values`` in CONTENT_COLUMNS order (a
-    ``store.record_values`` tuple, its head left out, or the columns as read back)."""
-    fields: list[Any] = ["live"]
-    fields.extend(convert(v) for convert, v in zip(_CONVERT, values))
+    ``store.record_values`` tuple, its head left out, or the columns as read back), each in a
+    canonical type (booleans as 0/1, floats as floats, integers as ints)."""
+    fields = ["live", *values]
+    for k in _BOOL_AT:
+        v = fields[k + 1]
+        if v is not None:
+            fields[k + 1] = 1 if v else 0
+    for k in _FLOAT_AT:
+        v = fields[k + 1]
+        if v is not None and type(v) is not float:
+            fields[k + 1] = float(v)
+    for k in _INT_AT:
+        v = fields[k + 1]
+        if v is not None and type(v) is not int:
+            fields[k + 1] = int(v)
     return sha256(_content_bytes(fields)).hexdigest()
 
 

@@ -243,23 +243,25 @@ class _Hashes:
         self.key = key if (key and (keyed is None or keyed.fits(key))) else None
         self.unverifiable = 0
         self.keyed_unexpected = 0
+        self._start = None if keyed is None else keyed.start
 
     def check(self, stored: str, content: bytes, store_position: int | None) -> str | None:
         """None when ``stored`` is the right hash of ``content``; else "edited" or "forged"
         (plain sha256 where a keyed hash belongs). Keyed hashes this process cannot check are
         counted, not reported one by one."""
-        scheme = _scheme(stored)
-        must_be_keyed = self.keyed is not None and self.keyed.keyed_at(store_position)
-        if scheme == "hmac-sha256":
+        must_be_keyed = self._start is not None and (
+            store_position >= self._start if store_position is not None else self.keyed.legacy_keyed)  # type: ignore[union-attr]
+        if stored.startswith("hmac-sha256:"):
             if not must_be_keyed:
                 self.keyed_unexpected += 1
             if self.key is None:
                 self.unverifiable += 1
                 return None
-            return None if hmac.compare_digest(stored, _digest(content, self.key)) else "edited"
+            expected = hmac.new(self.key, content, hashlib.sha256).hexdigest()
+            return None if hmac.compare_digest(stored[12:], expected) else "edited"
         if must_be_keyed:
             return "forged"
-        return None if stored == _digest(content, None) else "edited"
+        return None if stored[7:] == hashlib.sha256(content).hexdigest() and stored.startswith("sha256:") else "edited"
 
 
 def _content_of(conn: Connection) -> tuple[dict[str, tuple[str, str | None, str | None]], dict[str, str], list[Problem]]:
@@ -331,6 +333,15 @@ def _entries(conn: Connection) -> Iterator[_Entry]:
     for chunk in stream(conn, _ENTRY_SELECT):
         for row in chunk:
             yield _Entry(*row)
+
+
+def _epoch(stamp: str) -> float:
+    """An entry's timestamp text (``format_time``'s "...Z") as seconds since 1970."""
+    try:
+        moment = datetime.fromisoformat(stamp)  # Python 3.11 reads the "Z"; older ones refuse it
+    except ValueError:
+        return to_epoch(parse_time(stamp))
+    return moment.timestamp() if moment.tzinfo is not None else to_epoch(parse_time(stamp))
 
 
 def _archives(action: str, details: str | None) -> bool:
@@ -447,7 +458,7 @@ def verify(conn: Connection, cp: dict[str, Any] | None = None) -> list[Problem]:
                                                      "(MEMBRANE_AUDIT_KEY): recomputed without the key (forged)", "key",
                                     r.store_position))
         try:
-            ts_ok = abs(to_epoch(parse_time(r.timestamp)) - r.ts) < 1e-3
+            ts_ok = abs(_epoch(r.timestamp) - r.ts) < 1e-3
         except (ValueError, TypeError):
             ts_ok = False
         if not ts_ok:
