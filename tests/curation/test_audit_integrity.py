@@ -329,3 +329,40 @@ def test_history_from_before_the_upgrade_stays_bound(tmp_path, clock, attack):
         assert m.verify_audit()
     finally:
         m.close()
+
+
+# ----------------------------------------------------------------------------- cost on PostgreSQL
+
+
+def test_a_reinforce_on_postgresql_stays_two_round_trips_with_the_store_wide_chain(postgres_url, keyed):
+    """The store-wide tail is read in the pipeline that takes the writers' lock and the record;
+    the entry goes out in the pipeline that writes the row: two pipelines, nothing outside them."""
+    psycopg = pytest.importorskip("psycopg")
+    m = Membrane.open(postgres_url, load_sample=False)
+    try:
+        m.import_records([semantic("a")])
+        m.reinforce("a", "op", "warm")
+        m.columns.current()
+        calls: list[tuple[str, bool]] = []
+        originals = {}
+        for cls, name in ((psycopg.Cursor, "execute"), (psycopg.Cursor, "executemany"),
+                          (psycopg.Connection, "execute"), (psycopg.Connection, "pipeline")):
+            original = getattr(cls, name)
+            originals[(cls, name)] = original
+
+            def spy(self, *a, _original=original, _name=name, **k):
+                conn = self if isinstance(self, psycopg.Connection) else self.connection
+                calls.append((_name, conn._pipeline is not None))
+                return _original(self, *a, **k)
+
+            setattr(cls, name, spy)
+        try:
+            m.reinforce("a", "op", "counted")
+        finally:
+            for (cls, name), original in originals.items():
+                setattr(cls, name, original)
+        assert [c for c in calls if c[0] == "pipeline"] == [("pipeline", False)] * 2
+        assert [c for c in calls if c[0] != "pipeline" and not c[1]] == []
+        assert m.verify_audit() == []
+    finally:
+        m.close()
