@@ -138,6 +138,13 @@ if verification is not None and verification[1]:
     if len(listed) < len(found):
         st.caption(f"{len(found) - len(listed):,} problem(s) concern records beyond your clearance "
                    "(or no longer in the store): counted, not listed.")
+    counts: dict[str, int] = {}
+    for p in listed:
+        counts[p.kind] = counts.get(p.kind, 0) + 1
+    if counts:
+        st.markdown("What was found:\n" + "\n".join(
+            f"- **{kind}** ({n}): {md(next(p for p in listed if p.kind == kind).meaning, 300)}."
+            for kind, n in counts.items()))
     st.dataframe(problem_rows(listed), hide_index=True, key="audit_problems",
                  column_config={"where": st.column_config.TextColumn(width="medium"),
                                 "problem": st.column_config.TextColumn(width="large")})
