@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,7 +33,8 @@ from .audit import (
 )
 from .errors import AuditKeyError, ValidationError
 from .schema import AuditEntry, format_time, parse_time, to_epoch
-from .store import _driver_cursor, archive, audit_entries, audit_subjects, meta
+from .store import archive, audit_entries, audit_subjects, meta
+from .store import stream_rows as stream
 
 _ENTRY_FIELDS = frozenset(AuditEntry.model_fields)
 CHECKPOINT_KIND = "membrane-audit-checkpoint"
@@ -102,27 +102,6 @@ def _consistent_snapshot(conn: Connection) -> None:
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
-def stream(conn: Connection, statement: str, size: int = 5000) -> Iterator[list[tuple]]:
-    """Rows of ``statement`` in chunks of plain tuples through the driver, without holding the
-    whole result: a server-side cursor on PostgreSQL (a million documents would otherwise
-    arrive as one result in this process's memory). Inside the caller's transaction."""
-    raw = conn.connection.driver_connection
-    postgres = conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg"
-    cursor = raw.cursor(name=f"membrane_audit_{next(_CURSORS)}") if postgres else raw.cursor()
-    if postgres:
-        cursor.itersize = size
-    try:
-        cursor.execute(statement)
-        while True:
-            chunk = cursor.fetchmany(size)
-            if not chunk:
-                return
-            yield chunk
-    finally:
-        cursor.close()
-
-
-_CURSORS = itertools.count()
 
 
 def _meta(conn: Connection, key: str) -> str | None:

@@ -18,6 +18,7 @@ the rows a write touches with ``SELECT ... FOR UPDATE``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -546,6 +547,30 @@ def _driver_cursor(conn: Connection) -> Iterator[Any]:
         yield cursor
     finally:
         cursor.close()
+
+
+_STREAMS = itertools.count()
+
+
+def stream_rows(conn: Connection, statement: str, size: int = 5000, binary: bool = False) -> Iterator[list[tuple]]:
+    """Rows of ``statement`` in chunks of plain tuples straight from the driver, without holding
+    the whole result: a server-side cursor on PostgreSQL (``binary``: binary rows), inside the
+    caller's transaction."""
+    raw = conn.connection.driver_connection
+    if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
+        cur = raw.cursor(name=f"membrane_stream_{next(_STREAMS)}", binary=binary)
+        cur.itersize = size
+    else:
+        cur = raw.cursor()
+    try:
+        cur.execute(statement)
+        while True:
+            chunk = cur.fetchmany(size)
+            if not chunk:
+                return
+            yield chunk
+    finally:
+        cur.close()
 
 
 def rows_in(conn: Connection, table: str, columns: Sequence[str], key: str, values: Sequence[str],
@@ -1554,24 +1579,9 @@ class Store:
         """Every record's SCALAR_COLUMNS, in chunks of plain tuples, straight from the driver
         (no per-row SQLAlchemy processing; a server-side cursor on PostgreSQL, so a large store
         streams instead of arriving as one result). Booleans may come as 0/1."""
-        statement = f"SELECT {', '.join(SCALAR_SELECT)} FROM records"
-        raw = conn.connection.driver_connection
-        if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
-            # Binary rows: the driver reads a float8 as 8 bytes instead of parsing its text,
-            # half the client's time for a million rows.
-            cur = raw.cursor(name="membrane_scalar_scan", binary=True)
-            cur.itersize = size
-        else:
-            cur = raw.cursor()
-        try:
-            cur.execute(statement)
-            while True:
-                chunk = cur.fetchmany(size)
-                if not chunk:
-                    break
-                yield chunk
-        finally:
-            cur.close()
+        # Binary rows: the driver reads a float8 as 8 bytes instead of parsing its text, half
+        # the client's time for a million rows.
+        yield from stream_rows(conn, f"SELECT {', '.join(SCALAR_SELECT)} FROM records", size, binary=True)
 
     def count(self, conn: Connection) -> int:
         return int(conn.execute(select(func.count()).select_from(records)).scalar())
