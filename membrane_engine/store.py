@@ -996,8 +996,9 @@ class Store:
         """Back to the driver's own transactions on a connection ``_lock_writers`` put in
         autocommit mode, its transaction over, before the pool hands it out again; on SQLite,
         back to the write-ahead log after ``_direct_pages``."""
-        conn.info.pop(AUDIT_TAIL_STATE, None)  # a transaction's own: never carried into the next
-        conn.info.pop(_PREFETCHED_TAIL, None)
+        if not (conn.invalidated or conn.closed):  # (an invalidated connection's info goes with it)
+            conn.info.pop(AUDIT_TAIL_STATE, None)  # a transaction's own: never carried into the next
+            conn.info.pop(_PREFETCHED_TAIL, None)
         if self.is_sqlite and not (conn.invalidated or conn.closed) and conn.info.pop(_DIRECT_PAGES, False):
             try:
                 conn.connection.driver_connection.execute("PRAGMA journal_mode = WAL").fetchall()
