@@ -581,3 +581,13 @@ def upgrade(conn: Connection, from_version: int) -> None:
                                           if left else ""),
                    datetime.now(timezone.utc), details)
     conn.execute(meta.update().where(meta.c.key == "schema_version").values(value="2"))
+
+
+def __getattr__(name: str) -> Any:
+    """``audit.verify``, ``audit.Problem`` and ``audit.checkpoint`` live in audit_verify (which
+    imports this module); kept reachable here for callers of the older names."""
+    if name in ("verify", "Problem", "checkpoint", "parse_checkpoint"):
+        from . import audit_verify
+
+        return getattr(audit_verify, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
