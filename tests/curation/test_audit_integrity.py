@@ -366,3 +366,53 @@ def test_a_reinforce_on_postgresql_stays_two_round_trips_with_the_store_wide_cha
         assert m.verify_audit() == []
     finally:
         m.close()
+
+
+def _schema_1_on_postgres(url: str) -> None:
+    """The fixture store's rows in a PostgreSQL schema laid out as schema 1 had it (the tables of
+    today without the store-wide columns, the subjects table and the store id)."""
+    import sqlite3
+
+    from sqlalchemy import create_engine, text
+
+    from membrane_engine.store import metadata
+
+    engine = create_engine(url)
+    source = sqlite3.connect(FIXTURE)
+    try:
+        with engine.begin() as conn:
+            metadata.create_all(conn)
+            conn.execute(text("ALTER TABLE audit_entries DROP COLUMN digest, DROP COLUMN store_position, "
+                              "DROP COLUMN store_hash"))
+            conn.execute(text("DROP TABLE audit_subjects"))
+            for table in ("records", "audit_entries", "archive", "changes", "meta"):
+                cursor = source.execute(f"SELECT * FROM {table}")
+                names = [d[0] for d in cursor.description]
+                rows = [dict(zip(names, row)) for row in cursor.fetchall()]
+                if table == "records":
+                    for row in rows:
+                        row["pinned"] = bool(row["pinned"])
+                if rows:
+                    conn.execute(text(f"INSERT INTO {table} ({', '.join(names)}) VALUES "
+                                      f"({', '.join(':' + n for n in names)})"), rows)
+            for table in ("audit_entries", "changes"):
+                conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'seq'), "
+                                  f"(SELECT max(seq) FROM {table}))"))
+    finally:
+        source.close()
+        engine.dispose()
+
+
+def test_a_schema_1_store_upgrades_on_postgresql(postgres_url, clock):
+    _schema_1_on_postgres(postgres_url)
+    m = Membrane.open(postgres_url, load_sample=False, clock=clock)
+    try:
+        assert m.ids() == ["a", "b", "c"] and m.archived_ids() == ["w"]
+        (upgrade,) = m.audit_query(actor="membrane-engine", limit=10)[1]
+        assert upgrade.details["legacy"]["entries"] == 8 and upgrade.details["heads_resealed"] == 4
+        assert m.verify_audit() == []
+        m.reinforce("a", "op", "after the upgrade")
+        m.restore("w", "op", "back")
+        assert m.verify_audit() == []
+    finally:
+        m.close()
