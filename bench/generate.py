@@ -6,7 +6,7 @@ Records come in blocks of ``BLOCK`` whose random stream depends only on (seed, b
 so the same seed and N always give the same store. The records are written to a JSON Lines file
 (side processes generate blocks), which is then imported with the engine's own file import,
 ``Membrane.import_file(..., workers=<cores>)``: one transaction, worker processes validating
-chunks of lines while this one writes them (``membrane_engine/jsonl_import.py``).
+chunks of lines while this one writes them (``membrane_engine/storage/jsonl_import.py``).
 
 What a store looks like (proportions are per record, drawn independently):
 - types: episodic 44%, semantic 24%, competence 9%, entity 8%, working 8%, plan_graph 7%

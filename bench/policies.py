@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.generate import TAGS
 from bench.run import DEFAULT_PG, DEFAULT_STORES, ensure_store, label, parse_size, store_url
 from membrane_engine import Membrane
-from membrane_engine.columns import TYPE_NAMES
+from membrane_engine.storage.columns import TYPE_NAMES
 from membrane_engine.policies import check, parse_policy
 from membrane_engine.policy_snapshots import write
 from membrane_engine.schema import Sensitivity

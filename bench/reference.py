@@ -21,12 +21,12 @@ from sqlalchemy import select as sql_select
 
 from membrane_engine import Membrane, MemoryRecord, RetrieveRequest, RetrieveResponse
 from membrane_engine.audit import logs_of
-from membrane_engine.columns import TYPE_CODES, Snapshot
+from membrane_engine.storage.columns import TYPE_CODES, Snapshot
 from membrane_engine.retrieval import MAX_LIMIT, validate_request
 from membrane_engine.salience import salience_at, salience_of, take
 from membrane_engine.schema import CANONICAL_LAYER_ORDER, LAYER_RANK, SELECTOR_TYPES, to_epoch
 from membrane_engine.selector import DEFAULT_THRESHOLD, select
-from membrane_engine.store import records
+from membrane_engine.storage.store import records
 from membrane_engine.trust import Verdict, decide, redact
 
 

@@ -12,7 +12,7 @@ from sqlalchemy.engine import make_url
 
 from membrane_engine import Membrane
 from membrane_engine.errors import MembraneError
-from membrane_engine.store import default_url
+from membrane_engine.storage.store import default_url
 
 from console.components.guard import show_error
 

@@ -41,7 +41,7 @@ from sqlalchemy.engine import Connection
 from .errors import AuditKeyError, StoreUnavailableError, ValidationError
 from .schema import (AuditAction, AuditEntry, check_instant, check_text, check_whole, format_time,
                      parse_time, to_epoch)
-from .store import (AUDIT_TAIL_STATE, ROW_COLUMNS, Store, _driver_cursor, archive, audit_entries, audit_subjects,
+from .storage.store import (AUDIT_TAIL_STATE, ROW_COLUMNS, Store, _driver_cursor, archive, audit_entries, audit_subjects,
                     insert_tuples, meta, records, rows_in)
 
 GENESIS = "0" * 64

@@ -33,8 +33,8 @@ from .audit import (
 )
 from .errors import AuditKeyError, ValidationError
 from .schema import AuditEntry, format_time, parse_time, to_epoch
-from .store import archive, audit_entries, audit_subjects, meta
-from .store import stream_rows as stream
+from .storage.store import archive, audit_entries, audit_subjects, meta
+from .storage.store import stream_rows as stream
 
 _ENTRY_FIELDS = frozenset(AuditEntry.model_fields)
 CHECKPOINT_KIND = "membrane-audit-checkpoint"

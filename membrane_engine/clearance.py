@@ -27,7 +27,7 @@ from .audit import AuditRow, _row_to_audit, filter_conditions
 from .errors import NotFoundError, ValidationError
 from .retrieval import Explanation, RetrieveRequest, Simulation
 from .schema import UTC, MemoryRecord, Sensitivity, check_id, sensitivity_level, to_epoch
-from .store import access_log, archive, audit_entries, records
+from .storage.store import access_log, archive, audit_entries, records
 from .trust import TrustContext, Verdict, as_trust, covers, decide, gate_as_read, narrowest, stricter
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -52,7 +52,7 @@ from .schema import (
     to_epoch,
     validate_record,
 )
-from .store import Store, StoredRow, archive_text, record_row
+from .storage.store import Store, StoredRow, archive_text, record_row
 
 AUTO_PRUNE_CODE = 0  # columns.POLICY_CODES["auto_prune"]
 

@@ -17,11 +17,11 @@ import numpy as np
 from sqlalchemy import and_, cast, distinct, func, literal_column, or_, select, true
 from sqlalchemy.dialects.postgresql import JSONB
 
-from .columns import TYPE_CODES
+from .storage.columns import TYPE_CODES
 from .errors import StoreUnavailableError, ValidationError
 from .salience import salience_at, take
 from .schema import MemoryRecord, RevisionStatus, Sensitivity, as_utc, to_epoch
-from .store import like_contains, records, tag_json
+from .storage.store import like_contains, records, tag_json
 from .trust import TrustContext, as_trust, verdicts
 
 SORTS = ("salience", "newest", "oldest", "id")

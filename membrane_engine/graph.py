@@ -19,14 +19,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from .columns import TYPE_CODES, ColumnCache, Snapshot
+from .storage.columns import TYPE_CODES, ColumnCache, Snapshot
 from .errors import NilTrustError, ValidationError
 from .ranking import Embedder, VectorIndex, cache_load
 from .retrieval import MAX_LIMIT, RetrieveRequest, _materialize, run
 from .salience import salience_rows
 from .schema import EntityPayload, MemoryRecord, MemoryType, refused, to_epoch
 from .selector import DEFAULT_THRESHOLD, SelectionResult
-from .store import Store
+from .storage.store import Store
 from .trust import TrustContext, as_trust, gate_as_read
 
 # Membrane's facade defaults (pkg/membrane/config.go): a request's 0 means these.

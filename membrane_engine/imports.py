@@ -17,7 +17,7 @@ from . import audit
 from .audit import extra_of
 from .salience import anchor_of
 from .schema import MAX_RECORD_BYTES, MemoryRecord, format_time, to_epoch, validate_record  # noqa: F401 (MAX_RECORD_BYTES re-exported)
-from .store import record_values
+from .storage.store import record_values
 
 # MAX_RECORD_BYTES (8 MiB of one record's JSON) is checked by validate_record (schema.check_json).
 MAX_REPORTED = 200  # problems spelled out in a refusal's message

@@ -16,9 +16,9 @@ import numpy as np
 from sqlalchemy import Integer, cast, func, or_, select
 
 from .audit import filter_conditions
-from .columns import TYPE_CODES
+from .storage.columns import TYPE_CODES
 from .schema import sensitivity_level
-from .store import audit_entries, like_contains, records, tag_json
+from .storage.store import audit_entries, like_contains, records, tag_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from .membrane import Membrane
@@ -142,7 +142,7 @@ class Brief:
 
 def briefs(membrane: "Membrane", record_ids: list[str]) -> dict[str, Brief]:
     """Scalar facts of the live records among ``record_ids`` (absent ids are left out)."""
-    from .columns import POLICY_CODES, TYPE_NAMES
+    from .storage.columns import POLICY_CODES, TYPE_NAMES
     from .schema import Sensitivity
 
     snap = membrane.columns.current()

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from . import audit, audit_verify, history
-from .columns import TYPE_NAMES, ColumnCache
+from .storage.columns import TYPE_NAMES, ColumnCache
 from .errors import NilTrustError, NotFoundError, ValidationError
-from .import_writer import import_items, write_parts
+from .storage.import_writer import import_items, write_parts
 from .imports import PreparedImport, read_file_checks
-from .json_items import FileItems
+from .storage.json_items import FileItems
 from .metrics import ActionCounts, compute_metrics
 from .operator_store import Operators
 from .retrieval import (
@@ -49,7 +49,7 @@ from .schema import (
 from .graph import EntityTerms, RetrieveGraphRequest, RetrieveGraphResponse, neighbourhood, retrieve_graph
 from .ranking import Embedder, VectorIndex, default_embedder
 from .selector import DEFAULT_THRESHOLD
-from .store import DEFAULT_DB_PATH, Store, default_url
+from .storage.store import DEFAULT_DB_PATH, Store, default_url
 from .trust import TrustContext, Verdict, as_trust, redact, verdict_as_read
 
 SAMPLE_STORE = sample_store_path()
@@ -160,7 +160,7 @@ class Membrane(CurationMixin):
         from their text and kept in the store; ``written`` passes through. A bulk import (from
         ``store.BULK_ROWS`` records) leaves them to the first request with a task, so it keeps
         its speed and leaves the file as its bulk write made it."""
-        from . import store as store_module
+        from .storage import store as store_module
 
         if self.vectors is not None and 0 < written < store_module.BULK_ROWS:
             self.vectors.fill(self.columns.current())
@@ -191,7 +191,7 @@ class Membrane(CurationMixin):
             source = FileItems(path)  # read one record at a time: memory bounded by a part, not the file
             return self._with_vectors(import_items(self.store, source, self.now(), actor, estimate=source.estimate,
                                                    progress=progress))
-        from . import jsonl_import
+        from .storage import jsonl_import
 
         chunks = jsonl_import.chunks(path)
         total = sum(chunk.records for chunk in chunks)

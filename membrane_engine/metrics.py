@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from .columns import TYPE_CODES, TYPE_NAMES, Snapshot
+from .storage.columns import TYPE_CODES, TYPE_NAMES, Snapshot
 from .salience import salience_at, take
 from .schema import to_epoch
-from .store import Store
+from .storage.store import Store
 
 BUCKETS = ("0.0-0.2", "0.2-0.4", "0.4-0.6", "0.6-0.8", "0.8-1.0")
 DAY = 86400.0

@@ -25,7 +25,7 @@ from . import audit
 from .errors import AlreadyExistsError, MembraneError, NotFoundError, ValidationError
 from .operators import Operator, Role
 from .schema import Sensitivity, format_time
-from .store import Store, operator_events, operator_tokens, operators
+from .storage.store import Store, operator_events, operator_tokens, operators
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 MIN_PASSWORD = 12

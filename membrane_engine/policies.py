@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 from sqlalchemy import or_, select
 
-from .columns import TYPE_CODES, TYPE_NAMES, Snapshot
+from .storage.columns import TYPE_CODES, TYPE_NAMES, Snapshot
 from .policy_file import Assertion, Expect, Policy, PolicyError, Profile, Selection, load_policy, parse_policy
 from .retrieval import _explanation
 from .schema import as_utc
-from .store import like_contains, records, tag_json
+from .storage.store import like_contains, records, tag_json
 from .trust import VERDICT_CODES, TrustContext, verdicts
 from .whatif import SENSITIVITY_NAMES, VERDICT_NAMES
 from .whatif import _counts  # verdict -> records, the same tally what-if shows

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from .audit import entries_by_record
-from .columns import TYPE_CODES, TYPE_NAMES, ColumnCache, Snapshot, gate_table
+from .storage.columns import TYPE_CODES, TYPE_NAMES, ColumnCache, Snapshot, gate_table
 from .errors import AccessDeniedError, NilTrustError, NotFoundError, ValidationError
 from .salience import salience_at, salience_rows, take
 from .schema import (
@@ -43,7 +43,7 @@ from .selector import (
     rank,
     recency_signal,
 )
-from .store import Store
+from .storage.store import Store
 from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, gate_as_read
 
 MAX_LIMIT = 10_000  # the largest limit a request may ask for, and what limit 0 ("no limit") returns at most

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .columns import TYPE_CODES, TYPE_NAMES
+from .storage.columns import TYPE_CODES, TYPE_NAMES
 from .errors import NilTrustError, ValidationError
 from .schema import MemoryRecord, MemoryType, Sensitivity
 from .trust import VERDICT_CODES, TrustContext, Verdict, as_trust, gate_as_read, verdicts

@@ -18,7 +18,7 @@ from console.components.safe import clean, md
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.trust_form import trust_context_form
 from membrane_engine import Sensitivity
-from membrane_engine.columns import TYPE_NAMES
+from membrane_engine.storage.columns import TYPE_NAMES
 from membrane_engine.errors import AlreadyExistsError, MembraneError, ValidationError
 from membrane_engine.exposure import import_exposures
 from membrane_engine.imports import parse_text

@@ -11,7 +11,7 @@ import streamlit as st
 
 from console import cli, state
 from membrane_engine import Membrane
-from membrane_engine.columns import ColumnCache
+from membrane_engine.storage.columns import ColumnCache
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import create_engine, select, text
 
 from membrane_engine import Membrane
-from membrane_engine.store import metadata
+from membrane_engine.storage.store import metadata
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 DAY = timedelta(days=1)

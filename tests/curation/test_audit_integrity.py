@@ -45,7 +45,7 @@ def populate(m: Membrane) -> None:
 
 
 def live_row(raw, rid: str) -> dict:
-    from membrane_engine.store import RECORD_COLUMNS
+    from membrane_engine.storage.store import RECORD_COLUMNS
 
     (row,) = raw.query(f"SELECT {', '.join(RECORD_COLUMNS)} FROM records WHERE id = '{rid}'")
     return dict(zip(RECORD_COLUMNS, row))
@@ -376,7 +376,7 @@ def _schema_1_on_postgres(url: str) -> None:
 
     from sqlalchemy import create_engine, text
 
-    from membrane_engine.store import metadata
+    from membrane_engine.storage.store import metadata
 
     engine = create_engine(url)
     source = sqlite3.connect(FIXTURE)

@@ -11,7 +11,7 @@ from curation_helpers import DAY, T0, dump, lifecycle, semantic, working
 
 from membrane_engine import Membrane
 from membrane_engine.errors import ValidationError
-from membrane_engine.store import Store
+from membrane_engine.storage.store import Store
 
 OLD = {"updated_at": "2026-01-01T12:00:00Z"}  # ~59 half-lives before T0
 
@@ -19,7 +19,7 @@ OLD = {"updated_at": "2026-01-01T12:00:00Z"}  # ~59 half-lives before T0
 def dump_row(m: Membrane, rid: str) -> dict:
     from sqlalchemy import select
 
-    from membrane_engine.store import records
+    from membrane_engine.storage.store import records
 
     with m.store.engine.connect() as conn:
         return dict(conn.execute(select(records).where(records.c.id == rid)).mappings().one())

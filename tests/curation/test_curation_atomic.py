@@ -9,7 +9,7 @@ from curation_helpers import DAY, dump, episodic, lifecycle, semantic, working
 from membrane_engine import audit
 from membrane_engine.curation import CurationPlan
 from membrane_engine.errors import NotFoundError, ValidationError
-from membrane_engine.store import Store
+from membrane_engine.storage.store import Store
 
 
 class Boom(RuntimeError):

@@ -9,7 +9,7 @@ import pytest
 from curation_helpers import DAY, semantic
 
 from membrane_engine import audit, curation
-from membrane_engine.store import Store
+from membrane_engine.storage.store import Store
 
 OPS = [
     ("reinforce", ("a", "op", "useful"), {"gain": 0.2}),

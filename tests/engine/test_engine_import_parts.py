@@ -15,8 +15,8 @@ import pytest
 
 from membrane_engine import Membrane, TrustContext
 from membrane_engine.errors import AlreadyExistsError, ValidationError
-from membrane_engine import jsonl_import
-from membrane_engine import store as store_module
+from membrane_engine.storage import jsonl_import
+from membrane_engine.storage import store as store_module
 from membrane_engine.imports import prepare
 
 from engine_kit import T0, rec
@@ -474,7 +474,7 @@ _IMPORTER = """
 import json, multiprocessing, sys, time
 from datetime import datetime, timezone
 from pathlib import Path
-from membrane_engine import jsonl_import
+from membrane_engine.storage import jsonl_import
 
 if __name__ == "__main__":
     jsonl_import.CHUNK_BYTES = 700

@@ -13,7 +13,7 @@ from membrane_engine import Membrane
 from membrane_engine.errors import AlreadyExistsError, NotFoundError, ValidationError
 from membrane_engine.operator_store import FIRST_RUN, SESSION, Operators, password_matches
 from membrane_engine.operators import Role, permits
-from membrane_engine.store import operator_events, operator_tokens, operators
+from membrane_engine.storage.store import operator_events, operator_tokens, operators
 
 PASSWORD = "a long enough passphrase"
 

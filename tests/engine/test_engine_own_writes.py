@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from membrane_engine import Membrane
-from membrane_engine.columns import ColumnCache
+from membrane_engine.storage.columns import ColumnCache
 from membrane_engine.errors import StoreUnavailableError
 
 from engine_kit import T0, rec
@@ -152,7 +152,7 @@ def test_a_rewrite_reads_its_record_once_with_the_first_round_trip(two: Membrane
     that begins the transaction and takes the writers' lock. A name that is no record still
     gives NotFoundError with nothing written, and a bad one the planner's own message."""
     from membrane_engine.errors import NotFoundError, ValidationError
-    from membrane_engine.store import Store
+    from membrane_engine.storage.store import Store
 
     reads: list[tuple[list[str], bool]] = []
     original = Store._send_rows_for_update

@@ -8,7 +8,7 @@ import pytest
 from membrane_engine import Membrane, RetrieveRequest
 from membrane_engine.schema import validate_record
 from membrane_engine.selector import rank, select
-from membrane_engine.store import Store
+from membrane_engine.storage.store import Store
 
 from engine_kit import DAY, HOUR, T0, ago, competence, later, rec, trust
 

@@ -10,7 +10,7 @@ from sqlalchemy import inspect, text
 
 from membrane_engine import Membrane, RetrieveRequest
 from membrane_engine.errors import StoreUnavailableError, ValidationError
-from membrane_engine.store import SCHEMA_VERSION
+from membrane_engine.storage.store import SCHEMA_VERSION
 
 from engine_kit import DAY, HOUR, T0, later, rec, trust
 
@@ -267,7 +267,7 @@ def _prepared_once_per_connection(mem):
 def test_a_new_sqlite_store_has_16_kib_pages_and_an_old_one_keeps_its_own(tmp_path):
     import sqlite3
 
-    from membrane_engine.store import SQLITE_PAGE_SIZE
+    from membrane_engine.storage.store import SQLITE_PAGE_SIZE
 
     new = _open(f"sqlite:///{tmp_path / 'new.db'}")
     new.import_records(DOCS, actor="op")

@@ -260,7 +260,7 @@ def test_gate_table_equals_decide_for_every_layer_level_scope_and_liveness():
     requested layers, and hides rows that are not alive."""
     from types import SimpleNamespace
 
-    from membrane_engine.columns import DEAD, TYPE_NAMES, gate_codes, gate_table
+    from membrane_engine.storage.columns import DEAD, TYPE_NAMES, gate_codes, gate_table
 
     scope_names = ["", "alpha", "beta", "gamma", "Alpha"]
     level_values = [-1, 0, 1, 2, 3, 4, 5, 9]

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from membrane_engine import Membrane
-from membrane_engine.store import SQLITE_SCALAR_INDEX_NAME
+from membrane_engine.storage.store import SQLITE_SCALAR_INDEX_NAME
 
 from membrane_kit import T0, iso
 

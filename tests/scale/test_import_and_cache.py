@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from bench.generate import NOW, records
 from membrane_engine import Membrane
-from membrane_engine.columns import ColumnCache
+from membrane_engine.storage.columns import ColumnCache
 from membrane_engine.salience import anchor_of
 from membrane_engine.schema import validate_record
-from membrane_engine.store import record_row
+from membrane_engine.storage.store import record_row
 
 
 def _both_ways(doc: dict) -> tuple[dict, dict]:

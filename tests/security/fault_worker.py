@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from membrane_engine import Membrane  # noqa: E402
-from membrane_engine.store import Store  # noqa: E402
+from membrane_engine.storage.store import Store  # noqa: E402
 
 from security_kit import T0, simple  # noqa: E402
 

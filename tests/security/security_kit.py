@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import create_engine, select, text
 
 from membrane_engine import Membrane
-from membrane_engine.store import metadata
+from membrane_engine.storage.store import metadata
 
 UTC = timezone.utc
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -24,7 +24,7 @@ from membrane_engine import clearance as gate
 from membrane_engine.errors import NotFoundError, ValidationError
 from membrane_engine.explorer import Filters, referencing, search, tag_counts
 from membrane_engine.lookups import search_records
-from membrane_engine.store import access_log
+from membrane_engine.storage.store import access_log
 from membrane_engine.trust import Verdict, narrowest, stricter
 from membrane_engine.whatif import compare
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from membrane_engine import Membrane
-from membrane_engine import import_writer, json_items
+from membrane_engine.storage import import_writer, json_items
 from membrane_engine.errors import AlreadyExistsError, ValidationError
 from membrane_engine.imports import MAX_PROBLEMS, parse_text
 

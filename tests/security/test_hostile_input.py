@@ -296,7 +296,7 @@ def test_a_new_store_and_its_directories_are_private(tmp_path: Path, umask_022, 
 def test_a_bulk_import_journal_is_private_too(tmp_path: Path, umask_022):
     """An import into an empty store runs with a rollback journal (Store._direct_pages): SQLite
     gives the -journal file the database file's mode."""
-    from membrane_engine.store import BULK_ROWS
+    from membrane_engine.storage.store import BULK_ROWS
 
     url = f"sqlite:///{tmp_path / 'bulk.db'}"
     m = Membrane.open(url, load_sample=False, clock=lambda: T0)

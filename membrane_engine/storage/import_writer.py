@@ -25,9 +25,9 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from . import audit
-from .errors import AlreadyExistsError, ValidationError
-from .imports import MAX_PROBLEMS, PreparedImport, gc_paused, index_of_location, prepare, refusal
+from .. import audit
+from ..errors import AlreadyExistsError, ValidationError
+from ..imports import MAX_PROBLEMS, PreparedImport, gc_paused, index_of_location, prepare, refusal
 from .json_items import Item
 from .store import ROW_COLUMNS, Store
 

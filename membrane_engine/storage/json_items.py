@@ -24,10 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .errors import ValidationError
-from .imports import _refuse_constant
+from ..errors import ValidationError
+from ..imports import _refuse_constant
 from .jsonl_import import _parse
-from .schema import MAX_RECORD_BYTES
+from ..schema import MAX_RECORD_BYTES
 
 BLOCK = 1 << 20  # bytes read at a time
 MAX_ITEM_CHARS = 4 * MAX_RECORD_BYTES

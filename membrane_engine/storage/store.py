@@ -58,13 +58,13 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from pydantic import BaseModel
 
 from . import libpq
-from .errors import StoreUnavailableError, ValidationError
+from ..errors import StoreUnavailableError, ValidationError
 from .probe import ChangeProbe
-from .salience import CURVE_CODES
-from .schema import LAYER_RANK, MemoryRecord, format_time, sensitivity_level, to_epoch
-from .schema import EntityAlias, MembraneModel, PlanEdge, membrane_shape
-from .schema import CompetencePayload, PlanGraphPayload, RevisionStatus, SemanticPayload
-from .selector import success_signal
+from ..salience import CURVE_CODES
+from ..schema import LAYER_RANK, MemoryRecord, format_time, sensitivity_level, to_epoch
+from ..schema import EntityAlias, MembraneModel, PlanEdge, membrane_shape
+from ..schema import CompetencePayload, PlanGraphPayload, RevisionStatus, SemanticPayload
+from ..selector import success_signal
 
 # Errors of the drivers themselves (the bulk paths use driver cursors, which SQLAlchemy does
 # not wrap); read() and write() translate them like SQLAlchemy's.
@@ -822,7 +822,7 @@ class Store:
                 access_log.create(conn, checkfirst=True)  # stores made before "who looked"
                 record_vectors.create(conn, checkfirst=True)  # stores made before vectors existed
                 if int(version) < SCHEMA_VERSION:
-                    from .audit import upgrade  # audit.py imports this module
+                    from ..audit import upgrade  # audit.py imports this module
 
                     upgrade(conn, int(version))
             if conn.dialect.name == "sqlite":
@@ -1319,7 +1319,7 @@ class Store:
 
     def vectors_of(self, conn: Connection, ids: Sequence[str], model: str) -> dict[str, Any]:
         """Stored vectors of ``ids`` made by ``model``, as float32 arrays."""
-        from .ranking import from_blob
+        from ..ranking import from_blob
 
         out: dict[str, Any] = {}
         for start in range(0, len(ids), 900):
@@ -1334,7 +1334,7 @@ class Store:
         cold start of a large store: one buffer, not an array per record)."""
         import numpy as np
 
-        from .ranking import VECTOR_DTYPE
+        from ..ranking import VECTOR_DTYPE
 
         q = select(record_vectors.c.id, record_vectors.c.vector).where(record_vectors.c.model == model)
         rows = conn.execute(q).all()
@@ -1366,7 +1366,7 @@ class Store:
 
     def save_vectors(self, vectors: dict[str, Any], model: str) -> None:
         """Vectors computed at query time, in a transaction of their own."""
-        from .ranking import to_blob
+        from ..ranking import to_blob
 
         with self.write() as conn:
             self.insert_vectors(conn, [(rid, model, to_blob(v)) for rid, v in vectors.items()], replace=True)

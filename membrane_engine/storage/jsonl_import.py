@@ -26,9 +26,9 @@ from typing import Any
 
 import orjson
 
-from .errors import ValidationError
-from .imports import PreparedImport, _loads, gc_paused, prepare
-from .schema import MAX_RECORD_BYTES
+from ..errors import ValidationError
+from ..imports import PreparedImport, _loads, gc_paused, prepare
+from ..schema import MAX_RECORD_BYTES
 
 CHUNK_BYTES = 16 << 20  # bytes per worker task (about 9,000 records of 1.8 KB): big enough to amortize
 # a task's overhead, small enough for an even spread
