@@ -39,7 +39,10 @@ if __name__ == "__main__":
         out["imported"] = m.import_file(Path(sys.argv[2]), workers=int(sys.argv[3]))
     except ValidationError as exc:
         out.update(listed=len(exc.problems), total=exc.total, first=exc.problems[:2], message=str(exc)[-300:])
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # VmHWM is this process's own high-water mark since its exec. ru_maxrss is not: Linux carries
+    # it over exec from the process that started it (a large pytest process, through vfork), and
+    # the workers inherit this small process's at their start, so theirs is theirs.
+    own = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     out.update(peak_mb=max(own, workers) / 1024, records=m.count())
     print(json.dumps(out))
