@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .schema import Sensitivity
-from .trust import TrustContext
+from .trust import TrustContext, scopes_tuple
 
 
 class Role(str, Enum):
@@ -56,11 +56,7 @@ class Operator(BaseModel):
     @field_validator("scopes", mode="before")
     @classmethod
     def _scopes_as_tuple(cls, value: Any):
-        if value is None:
-            return ()
-        if isinstance(value, str):
-            raise ValueError("scopes must be a list of strings, not one string")
-        return tuple(value)
+        return scopes_tuple(value)
 
     @property
     def actor(self) -> str:

@@ -43,6 +43,15 @@ class Verdict(str, Enum):
 VERDICT_CODES = {Verdict.HIDDEN: 0, Verdict.REDACTED: 1, Verdict.FULL: 2}
 
 
+def scopes_tuple(value: Any) -> tuple[str, ...]:
+    """A scopes field as given (a list, or None for none) as the tuple a frozen model keeps."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        raise ValueError("scopes must be a list of strings, not one string")
+    return tuple(value)
+
+
 class TrustContext(BaseModel):
     """Who is asking: the most sensitive level they may see in full, and the scopes allowed.
     An empty ``scopes`` list allows every scope."""
@@ -57,11 +66,7 @@ class TrustContext(BaseModel):
     @field_validator("scopes", mode="before")
     @classmethod
     def _scopes_as_tuple(cls, value: Any):
-        if value is None:
-            return ()
-        if isinstance(value, str):
-            raise ValueError("scopes must be a list of strings, not one string")
-        return tuple(value)
+        return scopes_tuple(value)
 
     @property
     def max_level(self) -> int:
