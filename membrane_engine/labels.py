@@ -1,0 +1,97 @@
+"""A record named by what it says: the words an operator recognises a record by.
+
+semantic "subject predicate object", competence the skill name, plan_graph the intent, entity
+the canonical name, episodic the first timeline summary, working its state and context summary.
+A redacted record says only that it is redacted and its type: its name is payload, and SPEC 3
+withholds every byte of that.
+
+``label`` takes a record already gated (a redacted view has no payload, so it cannot name
+itself by content); ``labels`` reads the records of many ids in one statement and decides
+each one's verdict on the labels read with its content (SPEC 4, "the gate decides on what it
+returns"), so a record relabelled in between is named as its new labels allow.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from .schema import MemoryRecord
+from .trust import TrustContext, Verdict, verdict_as_read
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .membrane import Membrane
+
+LIMIT = 80
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: max(1, limit - 1)] + "…"
+
+
+def _from_payload(kind: str, p: dict[str, Any]) -> str:
+    if kind == "semantic":
+        return " ".join(s for s in (_text(p.get("subject")), _text(p.get("predicate")), _text(p.get("object"))) if s)
+    if kind == "competence":
+        return _text(p.get("skill_name"))
+    if kind == "plan_graph":
+        return _text(p.get("intent")) or _text(p.get("plan_id"))
+    if kind == "entity":
+        return _text(p.get("canonical_name"))
+    if kind == "episodic":
+        for event in p.get("timeline") or []:
+            if isinstance(event, dict) and event.get("summary"):
+                return _text(event["summary"])
+        return ""
+    if kind == "working":
+        state, summary = _text(p.get("state")), _text(p.get("context_summary"))
+        return f"{state}: {summary}" if state and summary else (summary or state or _text(p.get("thread_id")))
+    return ""
+
+
+def redacted_label(memory_type: str) -> str:
+    return f"redacted {memory_type} record"
+
+
+def label(record: MemoryRecord, limit: int = LIMIT) -> str:
+    """What ``record`` says, in one line of at most ``limit`` characters; for a redacted view,
+    "redacted <type> record"; the id when the payload names nothing."""
+    kind = record.type.value
+    if record.payload is None:
+        return redacted_label(kind) if record.redacted else _cut(record.id, limit)
+    payload = record.payload.model_dump(mode="json", by_alias=True)
+    return _cut(_from_payload(kind, payload) or record.id, limit)
+
+
+def label_of_doc(doc: dict[str, Any], limit: int = LIMIT) -> str:
+    """``label`` for a stored record's JSON (no gate: the caller has decided the verdict)."""
+    payload = doc.get("payload") if isinstance(doc.get("payload"), dict) else {}
+    return _cut(_from_payload(str(doc.get("type", "")), payload) or str(doc.get("id", "")), limit)
+
+
+def labels(membrane: "Membrane", ids: list[str], clearance: TrustContext, limit: int = LIMIT) -> dict[str, str]:
+    """Labels of the live records of ``ids`` that ``clearance`` sees: what a fully visible one
+    says, "redacted <type> record" for a redacted one. Records it does not see, and ids not in
+    the store, are absent, so the caller cannot tell the two apart."""
+    out: dict[str, str] = {}
+    if not ids:
+        return out
+    with membrane.store.read() as conn:
+        rows = membrane.store.fetch(conn, ids)
+    for rid, row in rows.items():
+        doc = row.doc
+        verdict = verdict_as_read(doc.get("sensitivity"), str(doc.get("scope") or ""), clearance)
+        if verdict is Verdict.FULL:
+            out[rid] = label_of_doc(doc, limit)
+        elif verdict is Verdict.REDACTED:
+            out[rid] = redacted_label(str(doc.get("type", "record")))
+    return out
