@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 from collections.abc import Callable, Iterator, Sequence
 
 from .errors import ValidationError
@@ -103,6 +105,10 @@ class PreparedImport:
     relations: list[tuple[str, int, str]] = field(default_factory=list)  # (record id, k, target id)
     rows: list[tuple] = field(default_factory=list)  # store.ROW_COLUMNS order, audit head set
     audit: list[tuple] = field(default_factory=list)  # audit rows (audit.NEW_ENTRY_COLUMNS), chained
+    # The records' ranking vectors (SPEC 9) as ``record_vectors`` rows (id, provider name, float16
+    # bytes), written in the import's transaction; None when no provider was given or it failed
+    # (the records then get theirs when a task first asks, ``ranking.VectorIndex``).
+    vectors: list[tuple[str, str, bytes]] | None = None
 
 
 PROGRESS_EVERY = 1000
@@ -127,16 +133,36 @@ def gc_paused() -> Iterator[None]:
 def prepare(items: list[Any], now: datetime, actor: str,
             progress: Callable[[int, int], None] | None = None, first_index: int = 0,
             json_checked: Sequence[bool] = (), texts: Sequence[str | bytes | None] = (),
-            keep: int = MAX_PROBLEMS) -> PreparedImport:
+            keep: int = MAX_PROBLEMS, embedder: Any = None) -> PreparedImport:
     """Validate every item (collecting every problem) and build the rows and audit chains of
     the valid ones, calling ``progress(done, total)`` as items are validated. Nothing here
     reads the store: ``import_writer.ImportWriter`` does that. ``first_index``: the index of ``items[0]``
     in the whole import, when it comes in parts (problems name records by that index).
     ``json_checked[i]``: item i's JSON was checked by its reader (``schema.validate_record``).
     ``texts[i]``: item i's JSON text when it is short (``json_items.KEY_CHARS``), else None.
-    Problems: the first ``keep`` are kept, all are counted (``problem_total``)."""
+    Problems: the first ``keep`` are kept, all are counted (``problem_total``).
+    ``embedder``: a ranking provider (``ranking.Embedder``); the valid records' vectors are
+    computed from their text (``vectors``) when nothing is refused."""
     with gc_paused():
-        return _prepare(items, now, actor, progress, first_index, json_checked, texts, keep)
+        out, records = _prepare(items, now, actor, progress, first_index, json_checked, texts, keep)
+        if embedder is not None and records and not out.problem_total:
+            out.vectors = vector_rows(embedder, records)
+        return out
+
+
+def vector_rows(embedder: Any, records: Sequence[MemoryRecord]) -> list[tuple[str, str, bytes]] | None:
+    """``record_vectors`` rows of ``records`` (id, provider name, float16 bytes), or None when the
+    provider fails: as Membrane ignores its embedding service's errors, an import never fails
+    for its ranking provider (``ranking.try_embed_records`` logs it)."""
+    from .ranking import VECTOR_DTYPE, try_embed_records
+
+    vectors = try_embed_records(embedder, records)
+    if vectors is None or len(vectors) != len(records):
+        return None
+    half = np.ascontiguousarray(vectors, dtype=VECTOR_DTYPE)
+    blob, width = half.tobytes(), half.shape[1] * VECTOR_DTYPE.itemsize
+    name = str(embedder.name)
+    return [(r.id, name, blob[k * width:(k + 1) * width]) for k, r in enumerate(records)]
 
 
 _REFUSED: dict[str | bytes, list[tuple[str, str]]] = {}  # short JSON text -> its problems
@@ -165,7 +191,7 @@ def _problems_of(item: Any, checked: bool, text: str | bytes | None) -> list[tup
 
 def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[int, int], None] | None,
              first_index: int, json_checked: Sequence[bool], texts: Sequence[str | bytes | None],
-             keep: int) -> PreparedImport:
+             keep: int) -> tuple[PreparedImport, list[MemoryRecord]]:
     out = PreparedImport(count=len(items))
     records: list[MemoryRecord] = []
     seen = out.index_of
@@ -203,7 +229,7 @@ def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[in
     if out.problem_total:
         out.relations = [(r.id, k, rel.target_id) for r in records for k, rel in enumerate(r.relations)
                          if rel.target_id not in out.in_import]
-        return out  # refused whatever the store says; relations are still checked, for the report
+        return out, []  # refused whatever the store says; relations are still checked, for the report
     key = audit.signing_key()
     # Every record ends with the importer's own entry (SPEC 6, "import names the importer"),
     # after the history it brought: that history is kept, and is only as good as the file.
@@ -222,4 +248,4 @@ def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[in
         for k, rel in enumerate(r.relations):
             if rel.target_id not in out.in_import:
                 out.relations.append((r.id, k, rel.target_id))
-    return out
+    return out, records

@@ -152,19 +152,10 @@ class Membrane(CurationMixin):
         # Validated and turned into rows part by part; a small import is validated in full
         # before the write lock is taken (import_writer.ImportWriter, buffered).
         total = len(items) if hasattr(items, "__len__") else None
-        return self._with_vectors(import_items(self.store, ((item, None, False) for item in items), self.now(),
-                                               actor, total=total, progress=progress))
-
-    def _with_vectors(self, written: int) -> int:
-        """After an import commits, the ranking vectors of the records it wrote (SPEC 9), made
-        from their text and kept in the store; ``written`` passes through. A bulk import (from
-        ``store.BULK_ROWS`` records) leaves them to the first request with a task, so it keeps
-        its speed and leaves the file as its bulk write made it."""
-        from .storage import store as store_module
-
-        if self.vectors is not None and 0 < written < store_module.BULK_ROWS:
-            self.vectors.fill(self.columns.current())
-        return written
+        # The records' ranking vectors (SPEC 9) are computed as they are prepared and written in
+        # the same transaction (imports.prepare); a failing provider leaves them for later.
+        return import_items(self.store, ((item, None, False) for item in items), self.now(), actor, total=total,
+                            progress=progress, embedder=self.embedder)
 
     def import_prepared(self, parts: PreparedImport | Iterable[PreparedImport], expected: int | None = None,
                         progress: Callable[[int], None] | None = None) -> int:
@@ -173,10 +164,12 @@ class Membrane(CurationMixin):
         transaction, all or nothing, with import_records's refusals. A part's relations may
         point to records of earlier parts. ``expected``: how many records the parts hold in
         all, so a large import gets the bulk settings from its start; ``progress(written)``
-        after each part. Returns how many records were written."""
+        after each part. A part's ranking vectors (``prepare(..., embedder=)``) are written with it;
+        records of parts without them get theirs when a task first asks. Returns how many
+        records were written."""
         if isinstance(parts, PreparedImport):
             parts, expected = [parts], len(parts.rows)
-        return self._with_vectors(write_parts(self.store, parts, expected=expected, progress=progress))
+        return write_parts(self.store, parts, expected=expected, progress=progress)
 
     def import_file(self, path: str | Path, actor: str = "import",
                     progress: Callable[[int, int], None] | None = None, workers: int = 1) -> int:
@@ -189,13 +182,13 @@ class Membrane(CurationMixin):
         actor = _check_actor(actor)
         if workers == 1 or path.suffix.lower() != ".jsonl":
             source = FileItems(path)  # read one record at a time: memory bounded by a part, not the file
-            return self._with_vectors(import_items(self.store, source, self.now(), actor, estimate=source.estimate,
-                                                   progress=progress))
+            return import_items(self.store, source, self.now(), actor, estimate=source.estimate, progress=progress,
+                                embedder=self.embedder)
         from .storage import jsonl_import
 
         chunks = jsonl_import.chunks(path)
         total = sum(chunk.records for chunk in chunks)
-        parts = jsonl_import.prepared_parts(path, self.now(), actor, workers, chunks)
+        parts = jsonl_import.prepared_parts(path, self.now(), actor, workers, chunks, embedder=self.embedder)
         report = (lambda written: progress(written, total)) if progress is not None else None
         return self.import_prepared(parts, expected=total, progress=report)
 

@@ -197,6 +197,8 @@ class ImportWriter:
                 self._targets_in_store([t for t in new_targets if t in self.pending])
             audit.insert_entries(self.conn, part.audit)
             self.store.insert_values(self.conn, part.rows)
+            if part.vectors:  # SPEC 9: the records' ranking vectors, in the import's transaction
+                self.store.insert_vectors(self.conn, part.vectors)
         self.written += len(part.rows)
         if self.progress is not None:
             self.progress(self.written)
@@ -241,19 +243,21 @@ PART_ITEMS = 2000  # items prepared at a time by ``import_items``
 
 def import_items(store: Store, items: Iterable[Item], now: datetime, actor: str, total: int | None = None,
                  estimate: Callable[[int], int] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> int:
+                 progress: Callable[[int, int], None] | None = None, embedder: Any = None) -> int:
     """An import in this process from items read one at a time (``json_items.Item``s): prepared
     PART_ITEMS at a time and written through a buffered ImportWriter, so at most a part of
     parsed items and BUFFER_RECORDS of rows are in memory at once. ``total``: how many items
     there are, when known (else ``estimate(done)`` guesses); ``progress(done, total)`` after
-    each part. Returns how many records were written."""
+    each part. ``embedder``: the ranking provider whose vectors are written with the records
+    (``imports.prepare``). Returns how many records were written."""
     writer = ImportWriter(store, expected=total, buffered=True, estimate=estimate)
     done = 0
 
     def prepare_part(values: list[Any], texts: list[Any], checked: list[bool]) -> None:
         nonlocal done
         keep = MAX_PROBLEMS - len(writer.problems)  # none once the refusal's list is full: only counted
-        writer.add(prepare(values, now, actor, first_index=done, json_checked=checked, texts=texts, keep=keep))
+        writer.add(prepare(values, now, actor, first_index=done, json_checked=checked, texts=texts, keep=keep,
+                           embedder=embedder))
         done += len(values)
         if progress is not None:
             progress(done, total if total is not None else (estimate(done) if estimate else done))

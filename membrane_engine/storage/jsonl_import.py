@@ -12,8 +12,10 @@ The refusals are ``import_records``'s, with lines and records numbered in the wh
 from __future__ import annotations
 
 import gc
+import logging
 import multiprocessing
 import os
+import pickle
 import threading
 import time
 from collections import deque
@@ -29,6 +31,8 @@ import orjson
 from ..errors import ValidationError
 from ..imports import PreparedImport, _loads, gc_paused, prepare
 from ..schema import MAX_RECORD_BYTES
+
+log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 16 << 20  # bytes per worker task (about 9,000 records of 1.8 KB): big enough to amortize
 # a task's overhead, small enough for an even spread
@@ -152,21 +156,24 @@ def prepare_chunk(path: Path, chunk: Chunk, name: str, now: datetime,
                     texts.append(line if len(line) <= SHORT_LINE else None)
         except ValidationError as exc:
             return str(exc), exc.problems
-        return prepare(items, now, actor, first_index=chunk.first_index, json_checked=checked, texts=texts)
+        return prepare(items, now, actor, first_index=chunk.first_index, json_checked=checked, texts=texts,
+                       embedder=_EMBEDDER)
 
 
 def prepared_parts(path: Path, now: datetime, actor: str, workers: int,
-                   file_chunks: list[Chunk] | None = None) -> Iterator[PreparedImport]:
+                   file_chunks: list[Chunk] | None = None, embedder: Any = None) -> Iterator[PreparedImport]:
     """The file's chunks (``file_chunks``, else ``chunks(path)``) prepared by ``workers`` processes,
     in file order, at most ``2 * workers`` chunks ahead of the writer. A line that is not JSON
     raises ValidationError when its chunk comes up (the writer's transaction then rolls back).
     Workers run with the cyclic collector off (``imports.gc_paused`` says why): what they make
     goes back to this process, and they end with the import, or soon after this process dies
-    (``worker_start``)."""
+    (``worker_start``). ``embedder``: the ranking provider whose vectors the workers compute as
+    they prepare (``for_workers`` says how it travels; a part comes back without vectors when it
+    cannot, or when the provider fails)."""
     context = multiprocessing.get_context("spawn")
     todo = chunks(path) if file_chunks is None else file_chunks
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_start,
-                             initargs=(os.getpid(),)) as pool:
+                             initargs=(os.getpid(), for_workers(embedder))) as pool:
         pending: deque[Future] = deque()
         try:
             for chunk in todo:
@@ -183,14 +190,43 @@ def prepared_parts(path: Path, now: datetime, actor: str, workers: int,
 ORPHAN_CHECK_S = 0.5  # how often a worker looks for its importing process
 
 
-def worker_start(importer: int) -> None:
+_EMBEDDER: Any = None  # a worker's ranking provider (``worker_start``)
+
+
+def for_workers(embedder: Any) -> Any:
+    """How ``embedder`` reaches the workers: ``"default"`` for the provider a fresh install brings
+    (each worker makes its own, ``ranking.default_embedder``), the provider itself when it can be
+    pickled, else None (its vectors are then made when a task first asks, in the importing
+    process: ``ranking.VectorIndex``)."""
+    if embedder is None:
+        return None
+    from ..ranking import default_embedder
+
+    if embedder is default_embedder():
+        return "default"
+    try:
+        pickle.dumps(embedder)
+    except Exception:
+        log.info("ranking provider %r cannot be sent to import workers: vectors are left for later", embedder)
+        return None
+    return embedder
+
+
+def worker_start(importer: int, embedder: Any = None) -> None:
     """A worker's set-up: the cyclic collector off for its life, and a watch on the importing
     process. Killed mid-import (a stopped benchmark, a console server shut down), that process
     cannot tell its workers to stop, and they would wait for the next chunk forever, each
     holding a few hundred MB: a spawned worker holds both ends of its task queue's pipe, so it
     never reads an end of file. The watch ends the worker once its parent is no longer the
-    importer (on Linux an orphan is handed to another process)."""
+    importer (on Linux an orphan is handed to another process). ``embedder``: what
+    ``for_workers`` made of the import's ranking provider."""
+    global _EMBEDDER
     gc.disable()
+    if isinstance(embedder, str):  # "default"
+        from ..ranking import default_embedder
+
+        embedder = default_embedder()
+    _EMBEDDER = embedder
     threading.Thread(target=_exit_when_orphaned, args=(importer,), name="membrane-import-orphan-watch",
                      daemon=True).start()
 

@@ -1362,6 +1362,19 @@ class Store:
             ids = [v[0] for v in vectors]
             for start in range(0, len(ids), 900):
                 conn.execute(record_vectors.delete().where(record_vectors.c.id.in_(ids[start:start + 900])))
+        if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
+            # COPY in binary: a vector goes as its bytes, not as twice as many hex digits to parse
+            statement = "COPY record_vectors (id, model, vector) FROM STDIN (FORMAT BINARY)"
+            dbapi = conn.dialect.loaded_dbapi
+            try:
+                with conn.connection.driver_connection.cursor() as cur, cur.copy(statement) as copy:
+                    copy.set_types(["text", "text", "bytea"])
+                    write = copy.write_row
+                    for row in vectors:
+                        write(row)
+            except dbapi.Error as exc:
+                raise DBAPIError.instance(statement, None, exc, dbapi.Error, dialect=conn.dialect) from exc
+            return
         insert_tuples(conn, record_vectors, ("id", "model", "vector"), vectors)
 
     def save_vectors(self, vectors: dict[str, Any], model: str) -> None:
