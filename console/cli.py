@@ -35,7 +35,7 @@ def prewarm(url: str) -> None:
     try:
         from console import state
 
-        state._open(url).columns.current()
+        state._open(url).warm()  # column cache, ranking vectors, entity names
         import pandas  # noqa: F401  (the first st.dataframe would import it)
     except Exception as exc:
         # The pages show it too, but whoever started the console is looking at this terminal.

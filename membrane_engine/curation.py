@@ -868,6 +868,7 @@ class CurationMixin:
             now = self.now()  # read after the write lock is held: operation times follow commit order
             view = _View(self.store, conn, True, snapshot)
             plan = planner(view, now, *args, **kwargs)
+            self._plan_vectors(conn, plan)  # SPEC 9: new records' ranking vectors, in this transaction
             written = execute(self.store, conn, plan, view, last=True)
         self.columns.written(written)  # type: ignore[attr-defined]  # committed: the cache may take them
         return plan
@@ -937,6 +938,41 @@ class CurationMixin:
         """Ids in the archive (pruned or deleted), newest first."""
         with self.store.read() as conn:
             return self.store.archived_ids(conn)
+
+    # ranking vectors of what an operation writes (SPEC 9) ------------------------------
+
+    def _plan_vectors(self, conn: Connection, plan: CurationPlan) -> None:
+        """The ranking vectors of the records ``plan`` creates (supersede, fork, merge), of a
+        record whose text it changes, and of a restored record whose vector is not kept under
+        the current provider, written in the operation's transaction. Operations that keep
+        every record's text (reinforce, penalize, ...) cost a set look-up here. A failing
+        provider writes none (the records get theirs when a task first asks)."""
+        embedder = getattr(self, "embedder", None)
+        if embedder is None or plan.op in _KEEPS_TEXT:
+            return
+        from .ranking import record_parts
+
+        fresh = [c.after for c in plan.changes if c.kind == "create"]
+        fresh += [c.after for c in plan.changes if c.kind == "update" and c.before is not None
+                  and record_parts(c.before) != record_parts(c.after)]
+        restored = [c.after for c in plan.changes if c.kind == "restore"]
+        if restored:
+            kept = self.store.vectors_of(conn, [r.id for r in restored], embedder.name)
+            fresh += [r for r in restored if r.id not in kept]
+        if not fresh:
+            return
+        from .imports import vector_rows
+
+        rows = vector_rows(embedder, fresh)
+        if rows:
+            self.store.insert_vectors(conn, rows, replace=True)
+        index = getattr(self, "vectors", None)
+        if index is not None:  # this process's matrix reads them again (or computes them) when asked
+            index.forget([r.id for r in fresh])
+
+
+_KEEPS_TEXT = frozenset({"reinforce", "penalize", "retract", "contest", "pin", "unpin", "reclassify", "delete",
+                         "prune"})  # operations that never change what a record says
 
 
 def _check_call(op: str, planner: Callable[..., CurationPlan], args: tuple, kwargs: dict[str, Any]) -> None:

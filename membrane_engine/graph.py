@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
@@ -142,6 +143,13 @@ class EntityTerms:
                     rows |= where
         return sorted(r for r in rows if r < len(snap.alive) and snap.alive[r])
 
+    def load(self, snap: Snapshot) -> None:
+        """Every entity's terms read now (``Membrane.warm``), not at the first graph request."""
+        with self._lock:
+            self._catch_up(snap)
+
+    BULK = 2000  # more entity rows to read than this: one scan of the store's entities
+
     def _catch_up(self, snap: Snapshot) -> None:
         if self._row_of is not cache_load(snap):
             self._row_of, self._known, self._terms = cache_load(snap), np.zeros(0, dtype=bool), {}
@@ -151,21 +159,53 @@ class EntityTerms:
         todo = np.flatnonzero(~self._known[:n] & (snap.type_code[:n] == TYPE_CODES["entity"]) & snap.alive[:n])
         if not len(todo):
             return
-        ids = [str(x) for x in snap.ids[todo]]
-        docs = self.store.peeking(lambda conn: self.store.docs_of(conn, ids))
-        for row, rid in zip(todo.tolist(), ids):
-            doc = docs.get(rid)
-            if doc is None:
-                continue
-            try:
-                payload = MemoryRecord.model_validate_json(doc).payload
-            except PydanticValidationError:
-                continue
-            if isinstance(payload, EntityPayload):
-                for term in [payload.canonical_name, *payload.alias_values]:
-                    key = " ".join(re.findall(r"[a-z0-9]+", normalize_term(term)))
-                    self._terms.setdefault(key, set()).add(row)
+        ids = None if len(todo) > self.BULK else [str(x) for x in snap.ids[todo]]
+        wanted = np.zeros(n, dtype=bool)
+        wanted[todo] = True
+        row_of = snap.row_of
+
+        def read(conn) -> list[tuple[int, str | None, str | None]]:
+            out = []
+            for chunk in self.store.entity_names(conn, ids):
+                for rid, name, aliases in chunk:
+                    row = row_of.get(rid)
+                    if row is not None and wanted[row]:
+                        out.append((row, name, aliases))
+            return out
+
+        if ids is None:
+            with self.store.read() as conn:
+                found = read(conn)
+        else:
+            found = self.store.peeking(read)
+        terms = self._terms
+        for row, name, aliases in found:
+            for term in [name, *_alias_values(aliases)]:
+                if not isinstance(term, str) or not term.strip():
+                    continue
+                key = " ".join(re.findall(r"[a-z0-9]+", normalize_term(term)))
+                terms.setdefault(key, set()).add(row)
         self._known[todo] = True
+
+
+def _alias_values(aliases: str | None) -> list[str]:
+    """An entity's alias strings from its stored ``aliases`` (JSON text: strings, or objects
+    with a ``value``), as ``EntityPayload.alias_values`` reads them; the document was validated
+    when it was written."""
+    if not aliases:
+        return []
+    try:
+        items = orjson.loads(aliases)
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(items, list):
+        return []
+    out = []
+    for item in items:
+        value = item.get("value") if isinstance(item, dict) else item
+        if isinstance(value, str) and value.strip():
+            out.append(value.strip())
+    return out
 
 
 # --------------------------------------------------------------------------- re-ranking (graph.go)

@@ -127,6 +127,15 @@ class Membrane(CurationMixin):
             membrane.import_records(sample_records(membrane.now()), actor="membrane-console:sample")
         return membrane
 
+    def warm(self) -> None:
+        """Load what the first requests would otherwise wait for: the column cache, every stored
+        ranking vector (one scan) and the entity names graph roots are matched by (one scan).
+        A console server does it as it starts (``membrane-console``'s prewarm)."""
+        snap = self.columns.current()
+        if self.vectors is not None:
+            self.vectors.load(snap)
+        self.entity_terms.load(snap)
+
     @property
     def url(self) -> str:
         return self.store.display_url

@@ -215,9 +215,17 @@ def from_blob(blob: bytes) -> np.ndarray:
 
 
 class VectorIndex:
-    """Unit vectors aligned with the column cache's rows (float32), filled from the store's
-    ``record_vectors`` table and, for rows without a stored vector, computed from the records'
-    text and written back. A new full load of the column cache (other rows) starts it anew."""
+    """Unit vectors aligned with the column cache's rows, filled from the store's
+    ``record_vectors`` table and, for rows without a stored vector (a store that predates
+    vectors, a provider whose name changed, a provider that failed when they were written),
+    computed from the records' text and written back. A new full load of the column cache
+    (other rows) starts it anew.
+
+    A cold start reads every stored vector in one scan (``load``; ``Membrane.warm`` does it
+    with the column cache's load). Stored at half precision, held here as float32: numpy has no
+    fast half-precision arithmetic, and converting on every request would cost more than the
+    scan itself (a request scans the rows it ranks: 400k rows x 192 dimensions in 30 ms as
+    float32, 160 ms as float16 converted on the fly, on this project's machine)."""
 
     def __init__(self, store: Any, embedder: Embedder):
         self.store = store
@@ -227,34 +235,53 @@ class VectorIndex:
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._known = np.zeros(0, dtype=bool)  # row looked up (its vector may still be zeros)
         self._has = np.zeros(0, dtype=bool)  # row has a (non-zero) vector
+        self._loaded: Any = None  # the cache load whose stored vectors were all read
 
     def fill(self, snap: Any) -> None:
-        """Vectors for every live record of ``snap`` that has none yet (after an import)."""
+        """Vectors for every live record of ``snap`` that has none yet."""
         self.cosines(snap, np.flatnonzero(snap.alive), np.zeros(1, dtype=np.float32))
+
+    def load(self, snap: Any) -> None:
+        """Every stored vector of ``snap``'s rows read in one scan (once per load of the column
+        cache), so the first ranked request does not wait for it."""
+        with self._lock:
+            self._align(snap)
+            if self._loaded is not cache_load(snap):
+                self._load_all(snap)
+
+    def forget(self, ids: Sequence[str]) -> None:
+        """Rows of ``ids`` are read again (or computed) when next asked: their text changed."""
+        with self._lock:
+            row_of = self._row_of
+            if row_of is None:
+                return
+            rows = [row_of[rid] for rid in ids if rid in row_of and row_of[rid] < len(self._known)]
+            self._known[rows] = False
 
     def cosines(self, snap: Any, rows: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(cosine with ``query``, has a vector) for ``rows`` of ``snap``."""
         with self._lock:
-            if self._row_of is not cache_load(snap):  # a full reload of the cache: other rows
-                self._row_of = cache_load(snap)
-                self._matrix = np.zeros((0, 0), dtype=np.float32)
-                self._known = np.zeros(0, dtype=bool)
-                self._has = np.zeros(0, dtype=bool)
-            n = len(snap.ids)
-            if len(self._known) < n:
-                grow = n - len(self._known)
-                self._known = np.concatenate([self._known, np.zeros(grow, dtype=bool)])
-                self._has = np.concatenate([self._has, np.zeros(grow, dtype=bool)])
+            self._align(snap)
             missing = rows[~self._known[rows]]
             if len(missing):
                 self._fill(snap, missing)
             if self._matrix.shape[1] != len(query):
                 return np.zeros(len(rows), dtype=np.float32), np.zeros(len(rows), dtype=bool)
-            if len(rows) * 4 > len(self._matrix):  # most rows: one pass over the matrix
-                cos = (self._matrix @ query)[rows]
-            else:
-                cos = self._matrix[rows] @ query
-            return cos, self._has[rows]
+            return _dot_rows(self._matrix, rows, query), self._has[rows]
+
+    def _align(self, snap: Any) -> None:
+        """The index follows ``snap``'s load of the column cache (rows beyond it: unknown)."""
+        if self._row_of is not cache_load(snap):  # a full reload of the cache: other rows
+            self._row_of = cache_load(snap)
+            self._matrix = np.zeros((0, 0), dtype=np.float32)
+            self._known = np.zeros(0, dtype=bool)
+            self._has = np.zeros(0, dtype=bool)
+            self._loaded = None
+        n = len(snap.ids)
+        if len(self._known) < n:
+            grow = n - len(self._known)
+            self._known = np.concatenate([self._known, np.zeros(grow, dtype=bool)])
+            self._has = np.concatenate([self._has, np.zeros(grow, dtype=bool)])
 
     def _grow(self, n: int, dim: int) -> None:
         if self._matrix.shape[1] != dim:
@@ -262,14 +289,14 @@ class VectorIndex:
             self._known[:] = False
             self._has[:] = False
         elif len(self._matrix) < n:
-            grown = np.zeros((max(n, 2 * len(self._matrix)), dim), dtype=np.float32)
+            grown = np.zeros((max(n, int(1.25 * len(self._matrix))), dim), dtype=np.float32)
             grown[:len(self._matrix)] = self._matrix
             self._matrix = grown
 
     BULK_LOAD = 20_000  # more rows missing than this: read the whole table in one scan
 
     def _fill(self, snap: Any, rows: np.ndarray) -> None:
-        if len(rows) > self.BULK_LOAD:  # a cold start: every stored vector in one scan
+        if len(rows) > self.BULK_LOAD and self._loaded is not cache_load(snap):  # a cold start
             self._load_all(snap)
             rows = rows[~self._known[rows]]
             if not len(rows):
@@ -279,7 +306,7 @@ class VectorIndex:
         absent = [rid for rid in ids if rid not in stored]
         if absent:
             stored.update(self._compute(absent))
-        dim = next((len(v) for v in stored.values()), 0)
+        dim = self._matrix.shape[1] or next((len(v) for v in stored.values()), 0)
         if dim:
             self._grow(len(snap.ids), dim)
             for row, rid in zip(rows.tolist(), ids):
@@ -290,15 +317,29 @@ class VectorIndex:
         self._known[rows] = True
 
     def _load_all(self, snap: Any) -> None:
-        ids, matrix = self.store.peeking(lambda conn: self.store.all_vectors(conn, self.embedder.name))
-        if not ids:
-            return
-        self._grow(len(snap.ids), matrix.shape[1])
-        at = np.fromiter((snap.row_of.get(rid, -1) for rid in ids), dtype=np.int64, count=len(ids))
-        ok = at >= 0
-        self._matrix[at[ok]] = matrix[ok]
-        self._has[at[ok]] = np.any(matrix[ok] != 0, axis=1)
-        self._known[at[ok]] = True
+        """Every stored vector of this provider, chunk by chunk from the driver: each chunk's
+        bytes joined into one buffer, read as one float16 matrix and scattered to the rows."""
+        row_of = snap.row_of
+        n = len(snap.ids)
+        with self.store.read() as conn:
+            for chunk in self.store.vector_chunks(conn, self.embedder.name):
+                dim = self._matrix.shape[1] or len(chunk[0][1]) // VECTOR_DTYPE.itemsize
+                if not dim:
+                    continue
+                self._grow(n, dim)
+                width = dim * VECTOR_DTYPE.itemsize
+                if any(len(r[1]) != width for r in chunk):  # a provider's vectors share one width
+                    chunk = [r for r in chunk if len(r[1]) == width]
+                    if not chunk:
+                        continue
+                at = np.fromiter((row_of.get(r[0], -1) for r in chunk), dtype=np.int64, count=len(chunk))
+                half = np.frombuffer(b"".join([r[1] for r in chunk]), dtype=VECTOR_DTYPE).reshape(len(chunk), -1)
+                ok = at >= 0
+                at, half = at[ok], half[ok]
+                self._matrix[at] = half
+                self._has[at] = (half.view(np.uint16) != 0).any(axis=1)
+                self._known[at] = True
+        self._loaded = cache_load(snap)
 
     def _compute(self, ids: list[str]) -> dict[str, np.ndarray]:
         """Vectors of stored records that have none yet, written back for the next process."""
@@ -318,6 +359,33 @@ class VectorIndex:
         out = {r.id: v for r, v in zip(records, vectors)}
         self.store.save_vectors(out, self.embedder.name)
         return out
+
+
+_BLOCK = 16384  # rows per matrix-vector product: gathered rows stay in the CPU's caches
+
+
+def _dot_rows(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``matrix[rows] @ query``, without copying the rows out when they come in long runs (the
+    column cache orders rows by gate, so the rows a request ranks mostly do): each run is a view
+    multiplied in place; short runs are gathered a block at a time."""
+    out = np.empty(len(rows), dtype=np.float32)
+    if not len(rows):
+        return out
+    if len(rows) * 2 > len(matrix):  # most rows: one pass over the whole matrix
+        return (matrix @ query)[rows]
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [len(rows)]))
+    long = (ends - starts) >= 64
+    for a, b in zip(starts[long].tolist(), ends[long].tolist()):
+        r0 = int(rows[a])
+        np.matmul(matrix[r0:r0 + (b - a)], query, out=out[a:b])
+    if not long.all():
+        short = np.concatenate([np.arange(a, b) for a, b in zip(starts[~long].tolist(), ends[~long].tolist())])
+        for k in range(0, len(short), _BLOCK):
+            part = short[k:k + _BLOCK]
+            out[part] = matrix[rows[part]] @ query
+    return out
 
 
 def cache_load(snap: Any) -> Any:

@@ -1345,6 +1345,35 @@ class Store:
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=VECTOR_DTYPE).reshape(len(rows), -1)
         return [r[0] for r in rows], matrix.astype(np.float32)
 
+    def vector_chunks(self, conn: Connection, model: str, size: int = 65536) -> Iterator[list[tuple[str, bytes]]]:
+        """Every stored (id, vector bytes) made by ``model``, in chunks of plain tuples straight
+        from the driver (binary rows, a server-side cursor on PostgreSQL): a cold start of a
+        large store reads them in one scan, with no object per row but the tuple."""
+        name = str(model).replace("'", "''")
+        yield from stream_rows(conn, f"SELECT id, vector FROM record_vectors WHERE model = '{name}'", size,
+                               binary=True)
+
+    def entity_names(self, conn: Connection, ids: Sequence[str] | None = None,
+                     size: int = 20000) -> Iterator[list[tuple[str, str | None, str | None]]]:
+        """(id, canonical name, aliases as JSON text) of the live entity records (of ``ids``, or
+        all), in chunks: the database reads the two fields out of each stored document, so
+        neither the documents nor a model of each cross to this process (the graph's entity
+        roots, ``graph.EntityTerms``)."""
+        if self.is_sqlite:
+            fields = "json_extract(doc, '$.payload.canonical_name'), json_extract(doc, '$.payload.aliases')"
+        else:
+            fields = "(doc::json)->'payload'->>'canonical_name', ((doc::json)->'payload'->'aliases')::text"
+        statement = f"SELECT id, {fields} FROM records WHERE type = 'entity'"
+        if ids is None:
+            yield from stream_rows(conn, statement, size)
+            return
+        for start in range(0, len(ids), 900):
+            chunk = list(ids[start:start + 900])
+            marks = ", ".join("?" if self.is_sqlite else "%s" for _ in chunk)
+            with _driver_cursor(conn) as cursor:
+                cursor.execute(f"{statement} AND id IN ({marks})", chunk)
+                yield [tuple(row) for row in cursor.fetchall()]
+
     def docs_of(self, conn: Connection, ids: Sequence[str]) -> dict[str, str]:
         """The stored JSON text of the live records of ``ids``."""
         out: dict[str, str] = {}
