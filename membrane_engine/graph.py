@@ -126,21 +126,27 @@ class EntityTerms:
         self._row_of: Any = None
         self._known = np.zeros(0, dtype=bool)
         self._terms: dict[str, set[int]] = {}
+        self._longest = 1  # words in the longest term
 
     def matching(self, snap: Snapshot, task: str) -> list[int]:
         """Rows of entities one of whose terms occurs in ``task`` as whole words.
         **(deviation)** Membrane matches an entity only when the whole descriptor equals one of
         its terms ("Orchid" finds Orchid, "deploy Orchid" does not); here any term the
         descriptor contains counts, so a task names its entities in a sentence."""
-        text = f" {' '.join(re.findall(r'[a-z0-9]+', normalize_term(task)))} "
-        if not text.strip():
+        words = _TERM_WORDS.findall(normalize_term(task))
+        if not words:
             return []
         with self._lock:
             self._catch_up(snap)
+            # a term occurs as whole words exactly when it is a run of the task's words: each run
+            # is looked up (a task has a few dozen), not each of the store's terms
+            longest = min(len(words), self._longest)
             rows: set[int] = set()
-            for term, where in self._terms.items():
-                if term and f" {term} " in text:
-                    rows |= where
+            for size in range(1, longest + 1):
+                for start in range(len(words) - size + 1):
+                    where = self._terms.get(" ".join(words[start:start + size]))
+                    if where:
+                        rows |= where
         return sorted(r for r in rows if r < len(snap.alive) and snap.alive[r])
 
     def load(self, snap: Snapshot) -> None:
@@ -153,6 +159,7 @@ class EntityTerms:
     def _catch_up(self, snap: Snapshot) -> None:
         if self._row_of is not cache_load(snap):
             self._row_of, self._known, self._terms = cache_load(snap), np.zeros(0, dtype=bool), {}
+            self._longest = 1
         n = len(snap.ids)
         if len(self._known) < n:
             self._known = np.concatenate([self._known, np.zeros(n - len(self._known), dtype=bool)])
@@ -179,13 +186,23 @@ class EntityTerms:
         else:
             found = self.store.peeking(read)
         terms = self._terms
+        keys: dict[str, str] = {}  # term -> its key, for names many entities share
         for row, name, aliases in found:
             for term in [name, *_alias_values(aliases)]:
-                if not isinstance(term, str) or not term.strip():
+                if not isinstance(term, str):
                     continue
-                key = " ".join(re.findall(r"[a-z0-9]+", normalize_term(term)))
-                terms.setdefault(key, set()).add(row)
+                key = keys.get(term)
+                if key is None:
+                    # what " ".join(findall(normalize_term(term))) gives: the words, lower case
+                    key = keys[term] = " ".join(_TERM_WORDS.findall(term.lower()))
+                if key:
+                    terms.setdefault(key, set()).add(row)
+                    if " " in key:
+                        self._longest = max(self._longest, key.count(" ") + 1)
         self._known[todo] = True
+
+
+_TERM_WORDS = re.compile(r"[a-z0-9]+")
 
 
 def _alias_values(aliases: str | None) -> list[str]:

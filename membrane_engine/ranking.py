@@ -16,6 +16,7 @@ found by that word). README, "Task-aware ranking", has the measurements behind t
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -235,6 +236,7 @@ class VectorIndex:
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._known = np.zeros(0, dtype=bool)  # row looked up (its vector may still be zeros)
         self._has = np.zeros(0, dtype=bool)  # row has a (non-zero) vector
+        self._pos = np.zeros(0, dtype=np.int64)  # row -> its vector's place in the matrix (``_align``)
         self._loaded: Any = None  # the cache load whose stored vectors were all read
 
     def fill(self, snap: Any) -> None:
@@ -267,7 +269,7 @@ class VectorIndex:
                 self._fill(snap, missing)
             if self._matrix.shape[1] != len(query):
                 return np.zeros(len(rows), dtype=np.float32), np.zeros(len(rows), dtype=bool)
-            return _dot_rows(self._matrix, rows, query), self._has[rows]
+            return _dot_at(self._matrix, self._pos[rows], query), self._has[rows]
 
     def _align(self, snap: Any) -> None:
         """The index follows ``snap``'s load of the column cache (rows beyond it: unknown)."""
@@ -276,12 +278,23 @@ class VectorIndex:
             self._matrix = np.zeros((0, 0), dtype=np.float32)
             self._known = np.zeros(0, dtype=bool)
             self._has = np.zeros(0, dtype=bool)
+            self._pos = np.zeros(0, dtype=np.int64)
             self._loaded = None
         n = len(snap.ids)
         if len(self._known) < n:
-            grow = n - len(self._known)
+            old = len(self._known)
+            grow = n - old
             self._known = np.concatenate([self._known, np.zeros(grow, dtype=bool)])
             self._has = np.concatenate([self._has, np.zeros(grow, dtype=bool)])
+            if old == 0:
+                # Vectors by layer, then by gate (the cache's row order): the rows a request ranks
+                # (a context's layers, scopes and levels) are then a few long runs of the matrix,
+                # multiplied where they lie instead of gathered row by row.
+                order = np.lexsort((snap.gate[:n], snap.type_code[:n]))
+                self._pos = np.empty(n, dtype=np.int64)
+                self._pos[order] = np.arange(n)
+            else:  # rows added since go after
+                self._pos = np.concatenate([self._pos, np.arange(old, n, dtype=np.int64)])
 
     def _grow(self, n: int, dim: int) -> None:
         if self._matrix.shape[1] != dim:
@@ -312,32 +325,42 @@ class VectorIndex:
             for row, rid in zip(rows.tolist(), ids):
                 v = stored.get(rid)
                 if v is not None and len(v) == dim:
-                    self._matrix[row] = v
+                    self._matrix[self._pos[row]] = v
                     self._has[row] = bool(v.any())
         self._known[rows] = True
 
     def _load_all(self, snap: Any) -> None:
         """Every stored vector of this provider, chunk by chunk from the driver: each chunk's
-        bytes joined into one buffer, read as one float16 matrix and scattered to the rows."""
-        row_of = snap.row_of
+        bytes joined into one buffer, read as one float16 matrix and put in place (converted to
+        float32 on the way); ids are looked up in the cache's shared id -> row dict, in C."""
         n = len(snap.ids)
+        rows_of = cache_load(snap)
+        if not isinstance(rows_of, dict):
+            rows_of = dict(snap.row_of.items())
+        look_up = rows_of.get
         with self.store.read() as conn:
             for chunk in self.store.vector_chunks(conn, self.embedder.name):
-                dim = self._matrix.shape[1] or len(chunk[0][1]) // VECTOR_DTYPE.itemsize
+                ids, blobs = zip(*chunk)
+                del chunk
+                dim = self._matrix.shape[1] or len(blobs[0]) // VECTOR_DTYPE.itemsize
                 if not dim:
                     continue
                 self._grow(n, dim)
                 width = dim * VECTOR_DTYPE.itemsize
-                if any(len(r[1]) != width for r in chunk):  # a provider's vectors share one width
-                    chunk = [r for r in chunk if len(r[1]) == width]
-                    if not chunk:
+                if set(map(len, blobs)) != {width}:  # a provider's vectors share one width
+                    kept = [k for k, b in enumerate(blobs) if len(b) == width]
+                    ids, blobs = [ids[k] for k in kept], [blobs[k] for k in kept]
+                    if not kept:
                         continue
-                at = np.fromiter((row_of.get(r[0], -1) for r in chunk), dtype=np.int64, count=len(chunk))
-                half = np.frombuffer(b"".join([r[1] for r in chunk]), dtype=VECTOR_DTYPE).reshape(len(chunk), -1)
-                ok = at >= 0
-                at, half = at[ok], half[ok]
-                self._matrix[at] = half
-                self._has[at] = (half.view(np.uint16) != 0).any(axis=1)
+                at = np.fromiter(map(look_up, ids, itertools.repeat(-1, len(ids))), dtype=np.int64, count=len(ids))
+                half = np.frombuffer(b"".join(blobs), dtype=VECTOR_DTYPE).reshape(len(blobs), dim)
+                del ids, blobs
+                ok = (at >= 0) & (at < n)
+                if not ok.all():
+                    at, half = at[ok], half[ok]
+                self._matrix[self._pos[at]] = half
+                words = half.view(np.uint8).reshape(len(half), -1)
+                self._has[at] = words.any(axis=1)
                 self._known[at] = True
         self._loaded = cache_load(snap)
 
@@ -361,30 +384,38 @@ class VectorIndex:
         return out
 
 
-_BLOCK = 16384  # rows per matrix-vector product: gathered rows stay in the CPU's caches
+_GAP = 256  # places between two wanted vectors up to which the ones between are multiplied too
 
 
-def _dot_rows(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``matrix[rows] @ query``, without copying the rows out when they come in long runs (the
-    column cache orders rows by gate, so the rows a request ranks mostly do): each run is a view
-    multiplied in place; short runs are gathered a block at a time."""
-    out = np.empty(len(rows), dtype=np.float32)
-    if not len(rows):
+def _dot_at(matrix: np.ndarray, at: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``matrix[at] @ query``, multiplying runs of the matrix where they lie: the wanted places
+    are put in order, cut where two lie more than _GAP apart, and each stretch between is one
+    matrix-vector product over a view (the few unwanted vectors inside cost less than copying
+    the wanted ones out, which reads memory at random)."""
+    out = np.empty(len(at), dtype=np.float32)
+    if not len(at):
         return out
-    if len(rows) * 2 > len(matrix):  # most rows: one pass over the whole matrix
-        return (matrix @ query)[rows]
-    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-    starts = np.concatenate(([0], breaks))
-    ends = np.concatenate((breaks, [len(rows)]))
-    long = (ends - starts) >= 64
-    for a, b in zip(starts[long].tolist(), ends[long].tolist()):
-        r0 = int(rows[a])
-        np.matmul(matrix[r0:r0 + (b - a)], query, out=out[a:b])
-    if not long.all():
-        short = np.concatenate([np.arange(a, b) for a, b in zip(starts[~long].tolist(), ends[~long].tolist())])
-        for k in range(0, len(short), _BLOCK):
-            part = short[k:k + _BLOCK]
-            out[part] = matrix[rows[part]] @ query
+    size = len(matrix)
+    if len(at) * 64 > size:  # put in order by marking: one pass, no sort
+        mark = np.zeros(size, dtype=bool)
+        mark[at] = True
+        ordered = np.flatnonzero(mark)
+        slot = np.empty(size, dtype=np.int64)
+        slot[ordered] = np.arange(len(ordered))
+        back = slot[at]  # each wanted place's index in ``ordered`` (repeats share one)
+    else:
+        ordered, back = np.unique(at, return_inverse=True)
+    values = np.empty(len(ordered), dtype=np.float32)
+    cuts = np.flatnonzero(np.diff(ordered) > _GAP) + 1
+    starts = np.concatenate(([0], cuts)).tolist()
+    ends = np.concatenate((cuts, [len(ordered)])).tolist()
+    for a, b in zip(starts, ends):
+        lo, hi = int(ordered[a]), int(ordered[b - 1]) + 1
+        if hi - lo == b - a:
+            np.matmul(matrix[lo:hi], query, out=values[a:b])
+        else:
+            values[a:b] = (matrix[lo:hi] @ query)[ordered[a:b] - lo]
+    out[:] = values[back]
     return out
 
 

@@ -255,3 +255,6 @@ def test_entity_terms_read_in_one_scan_match_those_read_by_id(mem: Membrane) -> 
     assert by_scan._terms["cluster5"] and by_scan._terms["k8s 5"] and by_scan._terms["c5"]
     rows = by_scan.matching(snap, "restart cluster5 today")
     assert [str(snap.ids[r]) for r in rows] == ["r5"]
+    # a term of several words is found as a run of the task's words, and only as one
+    assert sorted(str(snap.ids[r]) for r in by_scan.matching(snap, "Scale K8s-11, then c5")) == ["r11", "r5"]
+    assert by_scan.matching(snap, "k8s then 11") == []
