@@ -157,3 +157,16 @@ def briefs(membrane: "Membrane", record_ids: list[str]) -> dict[str, Brief]:
                          snap.scope_names[int(snap.scope_code[i])], bool(snap.decay.pinned[i]),
                          policies.get(int(snap.policy[i]), "?"))
     return out
+
+
+SAMPLE_ACTOR = "membrane-console:sample"  # the actor of the bundled sample's import (membrane.py)
+
+
+def sample_loaded_at(membrane: "Membrane") -> float | None:
+    """When the bundled sample store was loaded into this store (epoch seconds), or None when
+    it was not: its import is the only one written by ``SAMPLE_ACTOR`` (one look into the actor
+    index)."""
+    q = select(func.min(audit_entries.c.ts)).where(audit_entries.c.actor == SAMPLE_ACTOR)
+    with membrane.store.read() as conn:
+        value = conn.execute(q).scalar()
+    return None if value is None else float(value)

@@ -114,6 +114,42 @@ def test_overview_salience_follows_as_of(engine: Membrane) -> None:
     assert metric(at, "Active (S > 0)") == f"{expected['active_records']:,}"
 
 
+def test_overview_numbers_at_a_past_instant(engine: Membrane) -> None:
+    """At a past instant the overview counts only the records created and the audit entries
+    written by then, and its activity caption spans the right number of days."""
+    past = datetime(2026, 9, 15, 12, 0, tzinfo=timezone.utc)
+    at = page("overview")
+    at.run()
+    now_records = int(metric(at, "Records").replace(",", ""))
+    now_entries = int(metric(at, "Audit entries").replace(",", ""))
+    at.datetime_input(key="overview_as_of").set_value(past.replace(tzinfo=None)).run()
+    no_exception(at)
+    existed = sum(1 for rid in engine.ids() if engine.get(rid).created_at <= past)
+    written, _ = engine.audit_query(until=past, limit=1)
+    assert 0 < existed < now_records and 0 < written < now_entries
+    assert metric(at, "Records") == f"{existed:,}"
+    assert metric(at, "Audit entries") == f"{written:,}"
+    assert metric(at, "Records") == f"{engine.metrics(as_of=past)['total_records']:,}"
+    caption = next(c.value for c in at.caption if " from 2026-" in c.value)
+    first, last, span = re.search(r"from (\d{4}-\d\d-\d\d) to (\d{4}-\d\d-\d\d) \(([\d,]+) days?", caption).groups()
+    assert last <= "2026-09-15"  # nothing after the instant is drawn
+    assert int(span.replace(",", "")) == (datetime.fromisoformat(last) - datetime.fromisoformat(first)).days + 1
+    assert caption.startswith(f"{written:,} entries")
+    assert any("only the records created and the audit entries written by then" in c.value for c in at.caption)
+    assert not any("bundled demo store" in i.value for i in at.info)  # imported by hand, not the bundled sample
+
+
+def test_overview_says_what_the_bundled_sample_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    Membrane.open(url, load_sample=True).close()  # a new store filled as the default one is
+    monkeypatch.setenv("MEMBRANE_DB_URL", url)
+    st.cache_resource.clear()
+    at = page("overview").run()
+    no_exception(at)
+    lines = [i.value for i in at.info if "bundled demo store" in i.value]
+    assert len(lines) == 1 and "kestrel" in lines[0]
+
+
 def test_app_default_page_is_overview() -> None:
     at = AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT).run()
     no_exception(at)
