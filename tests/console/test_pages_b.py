@@ -307,11 +307,13 @@ def test_curate_destructive_needs_confirmation_and_engine_errors_are_shown(store
     m = fresh(store)
     episodic = next(r for r in m.retrieve_by_type("episodic", TrustContext(max_sensitivity="hyper")))
     at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
-    at.query_params["id"] = episodic.id
     ok(at.run())
-    at.selectbox(key="curate_op").set_value("retract")
+    ok(at.selectbox(key="curate_op").set_value("retract").run())
+    pick(at, "curate", episodic.id)
     ok(at.text_area(key="curate_rationale").set_value("wrong").run())
-    assert "EpisodicImmutableError" in texts(at.error)
+    errors = unescaped(texts(at.error))
+    assert "episodic records cannot be retracted." in errors  # the engine's words, as a sentence
+    assert "Error" not in errors  # never a class name (EpisodicImmutableError)
     assert not [b for b in at.button if b.key == "curate_apply"]
 
     rid = pinned_free_record(store)
@@ -325,12 +327,45 @@ def test_curate_destructive_needs_confirmation_and_engine_errors_are_shown(store
     assert fresh(store).get(rid).salience == 0.0
 
 
+def test_curate_resets_its_selection_after_apply_and_when_the_operation_changes(store):
+    """Issue 22: the record chosen for one operation is never the target of the next one."""
+    rid = pinned_free_record(store)
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
+    at.query_params["id"] = rid  # a link chooses it for the harmless default (reinforce)
+    ok(at.run())
+    assert at.multiselect(key="curate_ids").value == [rid]
+    # The picker names the record by what it says and its type; the id is in the help.
+    m = fresh(store)
+    from membrane_engine.labels import label
+
+    assert at.multiselect(key="curate_ids").format_func(rid) == f"{label(m.get(rid), 70)} · {m.get(rid).type.value}"
+    assert rid in unescaped(at.multiselect(key="curate_ids").help)
+    # Switching to a destructive operation drops the choice (and the link's id).
+    ok(at.selectbox(key="curate_op").set_value("retract").run())
+    assert at.multiselect(key="curate_ids").value == []
+    assert "id" not in at.query_params
+    assert not [b for b in at.button if b.key == "curate_apply"]
+    # Chosen again and applied: the selection, rationale and confirmation are cleared.
+    pick(at, "curate", rid)
+    ok(at.text_area(key="curate_rationale").set_value("wrong").run())
+    ok(at.checkbox(key="curate_confirm").check().run())
+    ok(at.button(key="curate_apply").click().run())
+    assert "Retract done" in texts(at.success)
+    assert at.multiselect(key="curate_ids").value == []
+    assert at.text_area(key="curate_rationale").value == ""
+    assert not [b for b in at.button if b.key == "curate_apply"]  # nothing chosen: no preview, no Apply
+    # The outcome stays until the operation changes.
+    ok(at.selectbox(key="curate_op").set_value("pin").run())
+    assert "Retract done" not in texts(at.success)
+    assert fresh(store).audit_log(rid)[-1].action.value == "delete"  # only the one retract was written
+
+
 def test_curate_fork_uses_the_prefilled_json_with_a_fresh_id(store):
     rid = pinned_free_record(store)
     at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
-    at.query_params["id"] = rid
     ok(at.run())
-    at.selectbox(key="curate_op").set_value("fork")
+    ok(at.selectbox(key="curate_op").set_value("fork").run())
+    pick(at, "curate", rid)
     ok(at.text_area(key="curate_rationale").set_value("a variant").run())
     doc = json.loads(at.text_area(key="curate_json").value)
     assert doc["id"] != rid and "audit_log" not in doc
@@ -506,9 +541,9 @@ def test_curate_delete_then_restore_from_the_archive(store):
     m = fresh(store)
     assert m.get(rid).lifecycle.deletion_policy.value != "never"
     at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
-    at.query_params["id"] = rid
     ok(at.run())
-    at.selectbox(key="curate_op").set_value("delete")
+    ok(at.selectbox(key="curate_op").set_value("delete").run())
+    pick(at, "curate", rid)
     ok(at.text_area(key="curate_rationale").set_value("obsolete").run())
     assert at.button(key="curate_apply").disabled
     ok(at.checkbox(key="curate_confirm").check().run())
