@@ -170,3 +170,38 @@ def sample_loaded_at(membrane: "Membrane") -> float | None:
     with membrane.store.read() as conn:
         value = conn.execute(q).scalar()
     return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class HiddenPage:
+    """Records a trust context does not see: how many (``total``), how many of them an
+    operator's clearance sees (``seen``, the ones that may be listed), and one page of those."""
+
+    total: int
+    seen: int
+    records: list[Brief]
+
+
+def hidden_records(membrane: "Membrane", trust, clearance, memory_types: list[str] | None = None,
+                   offset: int = 0, limit: int = 25) -> HiddenPage:
+    """Live records of ``memory_types`` (all when empty) that ``trust`` does not see at all,
+    decided by the trust rule over the column cache (``trust.verdicts``, vectorized). Only those
+    the operator's ``clearance`` sees are listed (ordered by id); the others are counted."""
+    from .storage.columns import TYPE_NAMES
+    from .trust import VERDICT_CODES, Verdict, as_trust, verdicts
+
+    trust, clearance = as_trust(trust), as_trust(clearance, "clearance")
+    snap = membrane.columns.current()
+    mask = snap.alive.copy()
+    if memory_types:
+        mask &= np.isin(snap.type_code, np.array([TYPE_CODES[str(t)] for t in memory_types], dtype=np.int8))
+    hidden = VERDICT_CODES[Verdict.HIDDEN]
+    mask &= verdicts(snap.sens_level, snap.scope_code, snap.scope_names, trust) == hidden
+    total = int(np.count_nonzero(mask))
+    mask &= verdicts(snap.sens_level, snap.scope_code, snap.scope_names, clearance) != hidden
+    rows = np.nonzero(mask)[0]
+    ids = snap.ids[rows].astype(str)
+    order = np.argsort(ids, kind="stable")
+    chosen = [str(ids[i]) for i in order[max(0, int(offset)): max(0, int(offset)) + max(0, int(limit))]]
+    found = briefs(membrane, chosen)
+    return HiddenPage(total, int(len(rows)), [found[r] for r in chosen if r in found])

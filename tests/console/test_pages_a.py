@@ -209,7 +209,10 @@ def test_simulator_url_restores_the_simulation(engine: Membrane) -> None:
     assert metric(at, "Confidence") == "0.897"
     assert metric(at, "Needs more") == "no"
     assert metric(at, "Returned") == "1"
-    assert FLAKY_V1 in [t.value for t in at.text]
+    # The card is named by what the record says, the id on hover, and it links to the explorer.
+    title = next(t for t in at.text if t.value == "debug flaky pytest e2e test")
+    assert FLAKY_V1 in title.proto.help
+    assert any(f"(records?id={FLAKY_V1})" in md.value for md in at.markdown)
     # The page writes the simulation back into the URL.
     q = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
     assert q["max_sensitivity"] == "low" and q["memory_types"] == "competence" and q["as_of"] == AS_OF
@@ -243,6 +246,59 @@ def test_simulator_never_shows_sensitive_content_to_a_medium_context() -> None:
         no_exception(at)
         leaked = [t for t in texts(at) if "fake" in t.lower()]
         assert not leaked, leaked[:3]
+
+
+def test_simulator_lists_what_stays_hidden_only_as_the_clearance_allows(engine: Membrane) -> None:
+    """The Hidden tab lists the records the context does not see with the engine's reason; a
+    record the operator's clearance sees redacted is named only by id, type, sensitivity and
+    scope (never its label), and one it does not see at all is counted, not listed."""
+    from membrane_engine.labels import label
+    from membrane_engine.operators import Operator, Role
+    from membrane_engine.trust import Verdict
+    from session_kit import sign_in
+
+    operator = Operator(name="lena", role=Role.VIEWER, max_sensitivity="low")
+    clearance = TrustContext(max_sensitivity="low", authenticated=True)
+    context = TrustContext(max_sensitivity="public", authenticated=True, actor_id="agent-1", scopes=["project-alpha"])
+    at = sign_in(page("simulator"), operator)
+    at.query_params.update({"as_of": AS_OF, "max_sensitivity": "public", "scopes": "project-alpha", "limit": "20"})
+    at.run()
+    tab = next(t.label for t in at.tabs if t.label.startswith("Hidden ("))
+    at.session_state["sim_view"] = tab
+    at.run()
+    no_exception(at)
+
+    ids = engine.ids()
+    theirs = engine.explain_many(ids, context)
+    mine = engine.explain_many(ids, clearance)
+    hidden = [rid for rid in ids if theirs[rid] is Verdict.HIDDEN]
+    listable = [rid for rid in hidden if mine[rid] is not Verdict.HIDDEN]
+    beyond = len(hidden) - len(listable)
+    assert tab == f"Hidden ({len(hidden):,})" and metric(at, "Hidden") == f"{len(hidden):,}"
+    assert beyond > 0, "the sample should hide some records from a low clearance"
+    assert any(f"{beyond:,} hidden records beyond your clearance" in i.value for i in at.info)
+
+    rows = next(f.value for f in at.dataframe if "why hidden" in f.value.columns)
+    assert len(rows) == 10 and set(rows["id"]) <= set(listable)
+    assert list(rows["id"]) == sorted(listable)[:10]
+    verdicts = {rid: mine[rid] for rid in rows["id"]}
+    assert {Verdict.FULL, Verdict.REDACTED} <= set(verdicts.values()), "page one should show both kinds"
+    shown = texts(at)
+    for _, row in rows.iterrows():
+        record = engine.get(row["id"])
+        assert row["why hidden"].endswith("hidden") or ": hidden" in row["why hidden"]
+        assert row["explorer"] == f"records?id={row['id']}"
+        assert (row["type"], row["sensitivity"]) == (record.type.value, record.sensitivity.value)
+        if verdicts[row["id"]] is Verdict.FULL:
+            assert row["record"] == label(record)
+        else:
+            assert row["record"] == "(beyond your clearance: metadata only)"
+            name = label(record)
+            assert not any(name in t for t in shown), f"the label of {row['id']} reached the page"
+    # The records the clearance does not see are absent, ids included.
+    for rid in hidden:
+        if mine[rid] is Verdict.HIDDEN:
+            assert not any(rid in t for t in shown)
 
 
 # ---------------------------------------------------------------------------- what-if
