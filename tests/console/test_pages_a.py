@@ -301,6 +301,43 @@ def test_simulator_lists_what_stays_hidden_only_as_the_clearance_allows(engine: 
             assert not any(rid in t for t in shown)
 
 
+def test_the_trust_context_is_kept_across_simulator_what_if_and_selector() -> None:
+    """One simulated context for the session: set on one page, it is the next page's (what-if's
+    context A), changed there it comes back; each page's other settings are kept as left."""
+    at = AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT).run()
+
+    def navigate(page_file: str) -> None:
+        # As the sidebar does in the browser: the next page at its bare address (AppTest's
+        # switch_page keeps the previous page's query, which a browser's navigation drops).
+        at.switch_page(page_file)
+        at.query_params.clear()
+        at.run()
+        no_exception(at)
+
+    navigate("app_pages/simulator.py")
+    at.select_slider(key="sim_max_sensitivity").set_value("high").run()
+    at.multiselect(key="sim_scopes").set_value(["infra-ops"]).run()
+    at.text_input(key="sim_task").set_value("rotate a secret").run()
+    no_exception(at)
+    navigate("app_pages/what_if.py")
+    assert at.select_slider(key="wa_max_sensitivity").value == "high"
+    assert at.multiselect(key="wa_scopes").value == ["infra-ops"]
+    assert at.query_params["a_max_sensitivity"] in ("high", ["high"])  # and in the URL, to share
+    at.select_slider(key="wa_max_sensitivity").set_value("low").run()
+    navigate("app_pages/selector.py")
+    assert at.select_slider(key="sel_max_sensitivity").value == "low"
+    assert at.multiselect(key="sel_scopes").value == ["infra-ops"]
+    navigate("app_pages/simulator.py")
+    assert at.select_slider(key="sim_max_sensitivity").value == "low"
+    assert at.text_input(key="sim_task").value == "rotate a secret"  # the page as it was left
+    # A link naming a context wins over the session's.
+    at.switch_page("app_pages/what_if.py")
+    at.query_params.clear()
+    at.query_params.update({"a_max_sensitivity": "public"})
+    at.run()
+    assert at.select_slider(key="wa_max_sensitivity").value == "public"
+
+
 # ---------------------------------------------------------------------------- what-if
 
 
@@ -333,6 +370,35 @@ def test_what_if_lists_records_whose_verdict_changes(engine: Membrane) -> None:
     rows = at.dataframe[-1].value
     assert (rows["A"] == "full").all() and (rows["B"] == "hidden").all()
     assert rows["why under B"].str.contains("not in \\[project-alpha\\]: hidden").all()
+
+
+def test_what_if_shows_the_rule_that_changed_the_verdict_in_full(engine: Membrane) -> None:
+    """Each changed record's "why" is the engine's own reason, whole (a long scope list is not
+    cut), and a selected row spells out the rule under A and under B."""
+    scopes = sorted(engine.scopes())
+    assert len(scopes) >= 4
+    kept = scopes[:-1]  # B drops one scope: its records go from full to hidden
+    at = page("what_if")
+    at.query_params.update({"a_max_sensitivity": "high", "a_scopes": "", "b_max_sensitivity": "high",
+                            "b_scopes": ",".join(kept)})
+    at.run()
+    no_exception(at)
+    b = TrustContext(max_sensitivity="high", authenticated=True, actor_id="agent-1", scopes=kept)
+    rows = at.dataframe[-1].value
+    assert len(rows) > 0
+    for _, row in rows.iterrows():
+        reasons = engine.explain(row["id"], b).reasons
+        decisive = [r for r in reasons if r.endswith(": hidden")]
+        assert row["B"] == "hidden" and decisive
+        assert row["why under B"] == "; ".join(decisive)  # whole: the engine's words, nothing cut
+        assert len(row["why under B"]) > 60 and row["why under B"].endswith(f"not in [{', '.join(kept)}]: hidden")
+    # Selecting a row spells the rule out beside the record.
+    at.session_state["wi_rows_0_all"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+    at.run()
+    no_exception(at)
+    first = rows.iloc[0]
+    assert f"Under B (hidden): {first['why under B']}" in [t.value for t in at.text]
+    assert any(t.value.startswith("Under A (full): ") for t in at.text)
 
 
 def test_what_if_identical_contexts_have_no_changes() -> None:

@@ -176,6 +176,16 @@ def test_selector_shows_engine_signals_and_needs_more_follows_the_threshold(stor
     assert dict(zip(frame["id"], frame["score"])) == pytest.approx(selection.scores)
     assert list(frame["id"]) == [s.record_id for s in selection.signals]
     assert {"applicability", "success", "recency", "score"} <= set(trace_names(at))
+    # Candidates are named by what they say (skill name, plan intent), the id beside, never on the axis.
+    from membrane_engine.labels import label
+
+    seen = {r.id: label(r) for r in selection.selected}  # as the context gets them: redacted ones unnamed
+    assert list(frame["record"]) == [seen[s.record_id] for s in selection.signals]
+    assert "redacted competence record" in set(frame["record"])
+    axis = [y for spec in charts(at).values() for y in spec["data"][0]["y"]]
+    assert axis and all(re.match(r"\d+\. ", y) for y in axis)
+    assert axis[0].startswith("1. " + seen[selection.signals[0].record_id][:30])
+    assert not any(s.record_id[:8] in y for s in selection.signals for y in axis)
 
     def badge() -> str:
         found = [v for v in texts(at.markdown).splitlines() if "-badge[" in v]

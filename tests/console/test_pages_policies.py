@@ -149,9 +149,10 @@ def test_what_if_keeps_both_contexts_in_its_url(store: str) -> None:
 
 def _curate(store: str, rid: str) -> AppTest:
     at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
-    at.query_params["id"] = rid
     run(signed_in(at))
-    at.selectbox(key="curate_op").set_value("reclassify")
+    run(at.selectbox(key="curate_op").set_value("reclassify"))  # a new operation starts with no record chosen
+    run(at.text_input(key="curate_query").set_value(rid[:13]))
+    run(at.multiselect(key="curate_ids").set_value([rid]))
     return run(at.text_area(key="curate_rationale").set_value("test"))
 
 
