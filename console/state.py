@@ -82,6 +82,10 @@ def share_trust(query: dict[str, str], prefix: str = "") -> None:
         st.session_state[_SHARED_TRUST] = values
 
 
+_BARE = "page_bare_"
+_RUNNING = "page_running"
+
+
 def page_query(page: str, trust_prefix: str | None = "") -> dict[str, str] | None:
     """What ``page`` should fill its widgets from on this run, or None when they already hold
     its state (the URL is the one the page wrote last). A URL with parameters (a link, a reload,
@@ -89,9 +93,14 @@ def page_query(page: str, trust_prefix: str | None = "") -> dict[str, str] | Non
     left. Either way, when the URL names no trust context the session's shared one is used
     (under ``trust_prefix``; None: the page has none)."""
     url = st.query_params.to_dict()
+    arrived = st.session_state.get(_RUNNING) != page  # from another page (its widgets are gone)
+    st.session_state[_RUNNING] = page
     last = st.session_state.get(_LAST + page)
-    if last is not None and url == last:
+    if not arrived and ((last is not None and url == last) or (not url and st.session_state.get(_BARE + page))):
         return None
+    # At a bare address the URL is left bare until the operator changes something: written at
+    # once, it would be a second browser history entry, and Back would land on the same page.
+    st.session_state[_BARE + page] = "arrived" if not url else None
     seed = dict(url) if url or last is None else dict(last)
     if trust_prefix is not None and not any(trust_prefix + k in url for k in TRUST_FIELDS):
         seed.update(shared_trust_query(trust_prefix))
@@ -104,5 +113,13 @@ def keep_page_query(page: str, query: dict[str, str], trust_prefix: str | None =
     st.session_state[_LAST + page] = dict(query)
     if trust_prefix is not None:
         share_trust(query, trust_prefix)
+    bare = st.session_state.get(_BARE + page)
+    if bare == "arrived":  # the state the page was restored to: the address stays bare
+        st.session_state[_BARE + page] = dict(query)
+        return
+    if isinstance(bare, dict):
+        if bare == query:
+            return
+        st.session_state[_BARE + page] = None
     if st.query_params.to_dict() != query:
         st.query_params.from_dict(query)
