@@ -298,7 +298,8 @@ with tabs[-1]:
                      "explorer": explorer_href(b.id)} for b in hp.records]
             st.caption(f"Showing {offset + 1:,}–{offset + len(rows):,} of {first.seen:,} within your clearance, by id.")
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"{K}_hidden",
-                         column_config={"why hidden": st.column_config.TextColumn(width="large"),
+                         column_config={"record": st.column_config.TextColumn(width="medium"),
+                                        "why hidden": st.column_config.TextColumn(width="large"),
                                         "explorer": st.column_config.LinkColumn("explorer", display_text="Open")})
 
 # ---------------------------------------------------------------------------- any record

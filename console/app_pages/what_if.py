@@ -166,7 +166,10 @@ names = record_labels(m, [c.id for c in shown], clearance)  # what each says, as
 rows = []
 for c in shown:
     why_a, why_b = differing_reasons(c.id)
+    # The rule that changed it: the reason of the stricter side (what withholds the record there).
+    stricter_a = VERDICT_RANK[c.before] < VERDICT_RANK[c.after]
     rows.append({"record": clean(names.get(c.id, c.id), 120), "A": c.before, "B": c.after,
+                 "rule that changed it": clean(f"under {'A' if stricter_a else 'B'}: " + (why_a if stricter_a else why_b)),
                  "why under A": clean(why_a), "why under B": clean(why_b), "type": c.type,
                  "sensitivity": c.sensitivity, "scope": clean(c.scope, 200) if c.scope else "(unscoped)",
                  "id": clean(c.id, 200), "explorer": explorer_href(c.id)})
@@ -175,6 +178,7 @@ event = st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f
                      column_config={"record": st.column_config.TextColumn(width="medium", pinned=True),
                                     "A": st.column_config.TextColumn(width="small"),
                                     "B": st.column_config.TextColumn(width="small"),
+                                    "rule that changed it": st.column_config.TextColumn(width="large"),
                                     "why under A": st.column_config.TextColumn(width="large"),
                                     "why under B": st.column_config.TextColumn(width="large"),
                                     "explorer": st.column_config.LinkColumn("explorer", display_text="Open")})

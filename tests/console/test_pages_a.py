@@ -392,6 +392,7 @@ def test_what_if_shows_the_rule_that_changed_the_verdict_in_full(engine: Membran
         decisive = [r for r in reasons if r.endswith(": hidden")]
         assert row["B"] == "hidden" and decisive
         assert row["why under B"] == "; ".join(decisive)  # whole: the engine's words, nothing cut
+        assert row["rule that changed it"] == "under B: " + row["why under B"]  # B withholds it
         assert len(row["why under B"]) > 60 and row["why under B"].endswith(f"not in [{', '.join(kept)}]: hidden")
     # Selecting a row spells the rule out beside the record.
     at.session_state["wi_rows_0_all"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
