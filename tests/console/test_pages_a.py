@@ -301,7 +301,7 @@ def test_simulator_lists_what_stays_hidden_only_as_the_clearance_allows(engine: 
             assert not any(rid in t for t in shown)
 
 
-def test_the_trust_context_is_kept_across_simulator_what_if_and_selector() -> None:
+def test_the_trust_context_is_kept_across_simulator_what_if_selector_and_graph() -> None:
     """One simulated context for the session: set on one page, it is the next page's (what-if's
     context A), changed there it comes back; each page's other settings are kept as left."""
     at = AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT).run()
@@ -328,6 +328,9 @@ def test_the_trust_context_is_kept_across_simulator_what_if_and_selector() -> No
     navigate("app_pages/selector.py")
     assert at.select_slider(key="sel_max_sensitivity").value == "low"
     assert at.multiselect(key="sel_scopes").value == ["infra-ops"]
+    navigate("app_pages/graph.py")
+    assert at.select_slider(key="gr_max_sensitivity").value == "low"
+    assert at.multiselect(key="gr_scopes").value == ["infra-ops"]
     navigate("app_pages/simulator.py")
     assert at.select_slider(key="sim_max_sensitivity").value == "low"
     assert at.text_input(key="sim_task").value == "rotate a secret"  # the page as it was left
