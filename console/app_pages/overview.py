@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -12,12 +12,13 @@ from console import state
 from console.components.clearance import signed_in
 from console.components.charts import SENSITIVITY_ORDER, style
 from console.components.chart_safety import plot_text
+from console.components.safe import md
 from console.components.time_input import as_of_input
 from console.components.words import ACTION_COLORS, plural
 from membrane_engine import Membrane
 from membrane_engine.lookups import audit_activity, sample_loaded_at
 from membrane_engine.metrics import store_breakdown
-from membrane_engine.schema import format_time
+from membrane_engine.schema import format_time, parse_time
 
 signed_in()  # counts by label only: no record content on this page, whatever the clearance
 m = state.membrane()
@@ -78,8 +79,20 @@ HELP = {
 st.title("Overview")
 top = st.columns([3, 2])
 top[0].caption("The memory store at a glance. Every number is computed by the engine at the chosen instant.")
+# The instant lives in the URL (?as_of=...), so a link, a reload and Back / Forward restore it.
+seed = state.page_query("overview", trust_prefix=None)
+if seed is not None:
+    try:
+        moment = parse_time(seed["as_of"]) if seed.get("as_of") else None
+    except ValueError:
+        moment = None
+        st.warning(f"Link parameter ignored: as_of {md(seed['as_of'], 80)} is not an ISO 8601 time.")
+    st.session_state["overview_as_of"] = moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
 with top[1]:
-    as_of = as_of_input("overview_as_of", label="As of (UTC)", help="Salience-based metrics are S(t) at this instant")
+    as_of = as_of_input("overview_as_of", label="As of (UTC)",
+                        help="Every number counts the records created and the audit entries written by this instant; "
+                             "salience is S(t) at it.")
+state.keep_page_query("overview", {"as_of": format_time(as_of)} if as_of is not None else {}, trust_prefix=None)
 when = as_of or m.now()
 # Cache per minute of "now" so an idle page is not recomputed on every rerun.
 key_time = when.replace(second=0, microsecond=0) if as_of is None else when

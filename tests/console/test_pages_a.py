@@ -137,6 +137,11 @@ def test_overview_numbers_at_a_past_instant(engine: Membrane) -> None:
     assert caption.startswith(f"{written:,} entries")
     assert any("only the records created and the audit entries written by then" in c.value for c in at.caption)
     assert not any("bundled demo store" in i.value for i in at.info)  # imported by hand, not the bundled sample
+    assert at.query_params["as_of"] in ("2026-09-15T12:00:00Z", ["2026-09-15T12:00:00Z"])  # a link restores it
+    again = page("overview")
+    again.query_params["as_of"] = "2026-09-15T12:00:00Z"
+    again.run()
+    assert metric(again, "Records") == f"{existed:,}" and metric(again, "Audit entries") == f"{written:,}"
 
 
 def test_overview_says_what_the_bundled_sample_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
