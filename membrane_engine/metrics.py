@@ -77,9 +77,15 @@ def actions_written_after(store: Store, t: float, through_seq: int | None = None
     after the newest entry."""
     conditions = [audit_entries.c.ts > t]
     if through_seq is not None:
-        conditions.append(audit_entries.c.seq <= int(through_seq))
+        # "+ 0" keeps the planner on the ts index: offered the primary key for "seq <=", SQLite
+        # walked the whole log (0.4 s at 300k entries) to find the few entries after ``t``.
+        conditions.append(audit_entries.c.seq + 0 <= int(through_seq))
     q = select(audit_entries.c.action, func.count()).where(*conditions).group_by(audit_entries.c.action)
+    newest = select(func.max(audit_entries.c.ts))
     with store.read() as conn:
+        top = conn.execute(newest).scalar()
+        if top is None or float(top) <= t:  # the usual "now": one look into the ts index
+            return {}
         return {str(action): int(n) for action, n in conn.execute(q)}
 
 
