@@ -58,3 +58,68 @@ def display_url() -> str:
     except MembraneError:
         return _without_password(url)
 
+
+
+# --------------------------------------------------------------------------- page state in the URL
+# Each page keeps its state in its URL (st.query_params), so a link, a reload and the browser's
+# Back / Forward bring it back; the simulated trust context is one for the whole session, shared
+# by the simulator, what-if (context A) and the selector.
+
+TRUST_FIELDS = ("max_sensitivity", "scopes", "actor_id", "authenticated")
+_SHARED_TRUST = "shared_trust_query"
+_LAST = "page_query_"
+
+
+def shared_trust_query(prefix: str = "") -> dict[str, str]:
+    """The session's trust context as URL parameters under ``prefix`` (empty before any page set one)."""
+    return {prefix + k: v for k, v in (st.session_state.get(_SHARED_TRUST) or {}).items()}
+
+
+def share_trust(query: dict[str, str], prefix: str = "") -> None:
+    """Make the trust context in ``query`` (its fields under ``prefix``) the session's."""
+    values = {k: query[prefix + k] for k in TRUST_FIELDS if prefix + k in query}
+    if values:
+        st.session_state[_SHARED_TRUST] = values
+
+
+_BARE = "page_bare_"
+_RUNNING = "page_running"
+
+
+def page_query(page: str, trust_prefix: str | None = "") -> dict[str, str] | None:
+    """What ``page`` should fill its widgets from on this run, or None when they already hold
+    its state (the URL is the one the page wrote last). A URL with parameters (a link, a reload,
+    Back / Forward) gives them; a bare address (the navigation) gives the page as it was last
+    left. Either way, when the URL names no trust context the session's shared one is used
+    (under ``trust_prefix``; None: the page has none)."""
+    url = st.query_params.to_dict()
+    arrived = st.session_state.get(_RUNNING) != page  # from another page (its widgets are gone)
+    st.session_state[_RUNNING] = page
+    last = st.session_state.get(_LAST + page)
+    if not arrived and ((last is not None and url == last) or (not url and st.session_state.get(_BARE + page))):
+        return None
+    # At a bare address the URL is left bare until the operator changes something: written at
+    # once, it would be a second browser history entry, and Back would land on the same page.
+    st.session_state[_BARE + page] = "arrived" if not url else None
+    seed = dict(url) if url or last is None else dict(last)
+    if trust_prefix is not None and not any(trust_prefix + k in url for k in TRUST_FIELDS):
+        seed.update(shared_trust_query(trust_prefix))
+    return seed
+
+
+def keep_page_query(page: str, query: dict[str, str], trust_prefix: str | None = "") -> None:
+    """Write ``page``'s state into its URL (a new browser history entry when it changed), and
+    share its trust context (under ``trust_prefix``) with the other pages."""
+    st.session_state[_LAST + page] = dict(query)
+    if trust_prefix is not None:
+        share_trust(query, trust_prefix)
+    bare = st.session_state.get(_BARE + page)
+    if bare == "arrived":  # the state the page was restored to: the address stays bare
+        st.session_state[_BARE + page] = dict(query)
+        return
+    if isinstance(bare, dict):
+        if bare == query:
+            return
+        st.session_state[_BARE + page] = None
+    if st.query_params.to_dict() != query:
+        st.query_params.from_dict(query)

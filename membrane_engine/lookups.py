@@ -157,3 +157,51 @@ def briefs(membrane: "Membrane", record_ids: list[str]) -> dict[str, Brief]:
                          snap.scope_names[int(snap.scope_code[i])], bool(snap.decay.pinned[i]),
                          policies.get(int(snap.policy[i]), "?"))
     return out
+
+
+SAMPLE_ACTOR = "membrane-console:sample"  # the actor of the bundled sample's import (membrane.py)
+
+
+def sample_loaded_at(membrane: "Membrane") -> float | None:
+    """When the bundled sample store was loaded into this store (epoch seconds), or None when
+    it was not: its import is the only one written by ``SAMPLE_ACTOR`` (one look into the actor
+    index)."""
+    q = select(func.min(audit_entries.c.ts)).where(audit_entries.c.actor == SAMPLE_ACTOR)
+    with membrane.store.read() as conn:
+        value = conn.execute(q).scalar()
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class HiddenPage:
+    """Records a trust context does not see: how many (``total``), how many of them an
+    operator's clearance sees (``seen``, the ones that may be listed), and one page of those."""
+
+    total: int
+    seen: int
+    records: list[Brief]
+
+
+def hidden_records(membrane: "Membrane", trust, clearance, memory_types: list[str] | None = None,
+                   offset: int = 0, limit: int = 25) -> HiddenPage:
+    """Live records of ``memory_types`` (all when empty) that ``trust`` does not see at all,
+    decided by the trust rule over the column cache (``trust.verdicts``, vectorized). Only those
+    the operator's ``clearance`` sees are listed (ordered by id); the others are counted."""
+    from .storage.columns import TYPE_NAMES
+    from .trust import VERDICT_CODES, Verdict, as_trust, verdicts
+
+    trust, clearance = as_trust(trust), as_trust(clearance, "clearance")
+    snap = membrane.columns.current()
+    mask = snap.alive.copy()
+    if memory_types:
+        mask &= np.isin(snap.type_code, np.array([TYPE_CODES[str(t)] for t in memory_types], dtype=np.int8))
+    hidden = VERDICT_CODES[Verdict.HIDDEN]
+    mask &= verdicts(snap.sens_level, snap.scope_code, snap.scope_names, trust) == hidden
+    total = int(np.count_nonzero(mask))
+    mask &= verdicts(snap.sens_level, snap.scope_code, snap.scope_names, clearance) != hidden
+    rows = np.nonzero(mask)[0]
+    ids = snap.ids[rows].astype(str)
+    order = np.argsort(ids, kind="stable")
+    chosen = [str(ids[i]) for i in order[max(0, int(offset)): max(0, int(offset)) + max(0, int(limit))]]
+    found = briefs(membrane, chosen)
+    return HiddenPage(total, int(len(rows)), [found[r] for r in chosen if r in found])

@@ -13,14 +13,17 @@ import streamlit as st
 
 from console import auth, state
 from console.components.clearance import clearance_caption, signed_in
+from console.components.guard import sentence
+from console.components.words import plural
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.plan_view import outcome_line, render_plan, status_of
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
 from membrane_engine import Sensitivity
 from membrane_engine import clearance as gate
-from membrane_engine.errors import MembraneError, NotFoundError, ValidationError
+from membrane_engine.errors import NotFoundError, ValidationError
 from membrane_engine.exposure import plan_exposures
+from membrane_engine.labels import labels as record_labels
 from membrane_engine.operators import ACTION_ROLES, Role, permits
 
 # op -> (label, what it does, destructive, targets): targets "each" = every selected record on its
@@ -49,11 +52,32 @@ operator_ = signed_in()
 clearance = operator_.clearance
 m = state.membrane()
 
+
+
+def reset_selection() -> None:
+    """Forget the chosen records and the confirmations: after an Apply and when the operation
+    changes, so the next (perhaps destructive) operation never acts on a record chosen for
+    another one. Values are assigned, not removed, so the browser's copies clear too; a link's
+    `?id=` is dropped with them, so it does not choose them again."""
+    st.session_state["curate_ids"] = []
+    st.session_state["curate_archived"] = []
+    st.session_state["curate_query"] = ""
+    st.session_state["curate_confirm"] = False
+    st.session_state["curate_widen"] = False
+    st.session_state.pop("curate_json_for", None)  # a fresh template (and id) for the next new record
+    if "id" in st.query_params:
+        del st.query_params["id"]
+
+
+def operation_changed() -> None:
+    reset_selection()
+    st.session_state.pop(RESULTS_KEY, None)  # the last outcome belongs to the previous operation
+
+
 # Clear the inputs of an applied action before its widgets are drawn again.
 if st.session_state.pop(RESET_KEY, False):
-    st.session_state["curate_rationale"] = ""  # assigned, not removed, so the browser's copy clears too
-    st.session_state["curate_confirm"] = False
-    st.session_state.pop("curate_json_for", None)  # a fresh template (and id) for the next new record
+    st.session_state["curate_rationale"] = ""
+    reset_selection()
 
 st.title("Curate")
 st.caption("Every change is previewed by the engine first (nothing is written until you apply), names you as "
@@ -81,8 +105,9 @@ if ("curate_op" not in st.session_state and url_op in OPS and not OPS[url_op][2]
     st.session_state["curate_op"] = url_op
 top = st.columns([2, 3])
 top[0].text(f"Acting as {operator_.actor}")
-op = top[1].selectbox("Operation", list(OPS), key="curate_op",
-                      format_func=lambda o: OPS[o][0] + ("" if permits(operator_, o)[0] else " (admin only)"))
+op = top[1].selectbox("Operation", list(OPS), key="curate_op", on_change=operation_changed,
+                      format_func=lambda o: OPS[o][0] + ("" if permits(operator_, o)[0] else " (admin only)"),
+                      help="Changing the operation clears the records chosen and the confirmations")
 label, what, destructive, targets = OPS[op]
 allowed, why_not = permits(operator_, op)
 if destructive:
@@ -101,22 +126,24 @@ if targets == "archive":
     archived = gate.archived_ids(m, clearance)
     if not archived:
         st.caption("The archive is empty: nothing has been pruned or deleted.")
-    ids = st.multiselect("Archived records", archived, key="curate_archived", format_func=lambda r: clean(r, 120))
+    ids = st.multiselect("Archived records", archived, key="curate_archived", format_func=lambda r: clean(r, 120),
+                         help="Archived records are named by id: their content is in the archive")
 else:
     # Only records the clearance sees in full: a curation shows and changes what a redacted view withholds.
     ids = record_picker(m, "curate", "Records" if targets != "one" else "Source record", clearance=clearance,
                         full_only=True, help="`?id=` in the URL preselects")
     if ids:
         current = []
+        names = record_labels(m, ids, clearance)
         for rid in ids:
             try:
                 r = m.view(rid, clearance)
             except NotFoundError:
                 continue
-            current.append({"id": clean(rid, 200), "type": r.type.value, "salience": r.salience,
+            current.append({"record": clean(names.get(rid, rid), 120), "type": r.type.value, "salience": r.salience,
                             "status": clean(status_of(r), 80), "pinned": r.lifecycle.pinned,
                             "policy": r.lifecycle.deletion_policy.value if r.lifecycle.deletion_policy else "", "sensitivity": r.sensitivity.value,
-                            "scope": clean(r.scope, 200), "tags": clean(", ".join(r.tags), 300)})
+                            "scope": clean(r.scope, 200), "tags": clean(", ".join(r.tags), 300), "id": clean(rid, 200)})
         st.dataframe(pd.DataFrame(current), hide_index=True, key="curate_current",
                      column_config={"salience": st.column_config.NumberColumn(format="%.4f")})
 
@@ -199,16 +226,14 @@ def calls(actor: str) -> list[tuple[str, list[Any], dict[str, Any]]]:
 
 
 def describe(exc: Exception) -> tuple[str, list[tuple[str, str]]]:
-    if isinstance(exc, ValidationError):
-        return f"ValidationError: {exc}", list(exc.problems)
-    if isinstance(exc, MembraneError):
-        return f"{type(exc).__name__}: {exc}", []
-    return f"Unexpected {type(exc).__name__}: {exc}", []
+    """The engine's refusal as a sentence (never a class name), and its (field, message) pairs."""
+    return sentence(exc), list(exc.problems) if isinstance(exc, ValidationError) else []
 
 
 missing = []
 if not ids:
-    missing.append("choose the record(s)" if targets != "archive" else "choose archived record(s)")
+    missing.append(("choose the records" if targets == "many" else "choose the record")
+                   if targets != "archive" else "choose archived records")
 if not rationale:
     missing.append("write a rationale")
 st.subheader("Preview")
@@ -255,7 +280,7 @@ access_ok = widening_confirmed(exposures, "curate_widen")
 confirmed = True
 if destructive:
     count = len(ids)
-    confirmed = st.checkbox(f"I confirm: {label.lower()} {count} record{'s' if count != 1 else ''} as shown above.",
+    confirmed = st.checkbox(f"I confirm: {label.lower()} {plural(count, 'record')} as shown above.",
                             key="curate_confirm")
 if st.button(f"Apply: {label.lower()}", type="primary", key="curate_apply", disabled=not (confirmed and access_ok)):
     # The role is checked here, at the moment of writing, against the session's operator (not

@@ -10,6 +10,7 @@ wider context than one's clearance shows how many nodes were withheld, never the
 from __future__ import annotations
 
 import zlib
+from datetime import timezone
 
 import streamlit as st
 
@@ -17,8 +18,11 @@ from console import auth, state
 from console.components.graph_view import render_graph
 from console.components.guard import engine_call
 from console.components.time_input import as_of_input
-from console.components.trust_form import LAYERS, trust_context_form
+from console.components.safe import md
+from console.components.trust_form import LAYERS, RequestParams, fill, params_from_query, trust_context_form
+from console.state import TRUST_FIELDS
 from membrane_engine import RetrieveGraphRequest
+from membrane_engine.clearance import scopes_seen
 from membrane_engine.graph import DEFAULT_EDGE_LIMIT, DEFAULT_NODE_LIMIT, DEFAULT_ROOT_LIMIT, within
 
 K = "gr"
@@ -35,20 +39,57 @@ if operator is None:
     st.info("Sign in to see graphs: what is drawn is limited to your clearance.")
     st.stop()
 
+
+
+def _bounded(value: str | None, low: int, high: int, default: int) -> int:
+    try:
+        number = int(value) if value is not None else default
+    except ValueError:
+        return default
+    return number if low <= number <= high else default
+
+
+# The request lives in the URL (a link, a reload, Back / Forward restore it); the trust context is
+# the session's shared one when the URL names none (console/state.py).
+seed = state.page_query("graph")
+if seed is None and f"{K}_roots" not in st.session_state:  # widgets gone with a page change
+    seed = st.query_params.to_dict()
+if seed is not None:
+    defaults, problems = params_from_query(seed)
+    st.session_state[f"{K}_url_problems"] = problems
+    fill(K, {k: v for k, v in defaults.items() if k in TRUST_FIELDS})
+    st.session_state[f"{K}_task"] = defaults.get("task", "")
+    st.session_state[f"{K}_types"] = list(defaults.get("memory_types", []))
+    st.session_state[f"{K}_hops"] = seed.get("hops") if seed.get("hops") in HOPS else "1"
+    st.session_state[f"{K}_roots"] = _bounded(seed.get("roots"), 1, 100, DEFAULT_ROOT_LIMIT)
+    st.session_state[f"{K}_nodes"] = _bounded(seed.get("nodes"), 1, 500, DEFAULT_NODE_LIMIT)
+    st.session_state[f"{K}_edges"] = _bounded(seed.get("edges"), 1, 2000, DEFAULT_EDGE_LIMIT)
+    moment = defaults.get("as_of")
+    st.session_state[f"{K}_as_of"] = moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
+for problem in st.session_state.get(f"{K}_url_problems", []):
+    st.warning(f"Link parameter ignored: {md(problem, 300)}", icon=":material/warning:")
+
 controls, results = st.columns([2, 5], gap="large")
 with controls:
     st.subheader("Agent and task")
-    trust = trust_context_form(K, m.scopes())
+    # Only the scopes of records your clearance sees are offered (a scope is a label too).
+    trust = trust_context_form(K, scopes_seen(m, operator.clearance))
     task = st.text_input("Task descriptor", key=f"{K}_task", placeholder="e.g. fix flaky pytest test in CI",
                          help="Ranks the roots (and finds entities it names); empty ranks by salience")
     types = st.multiselect("Memory types of the roots", LAYERS, key=f"{K}_types", help="Empty: every type")
-    hops = st.segmented_control("Hops from the roots", list(HOPS), default="1", key=f"{K}_hops",
+    hops = st.segmented_control("Hops from the roots", list(HOPS), key=f"{K}_hops",
                                 help="How far the walk over relations goes; none: the roots only")
     c = st.columns(3)
-    root_limit = c[0].number_input("Roots", 1, 100, DEFAULT_ROOT_LIMIT, key=f"{K}_roots")
-    node_limit = c[1].number_input("Nodes", 1, 500, DEFAULT_NODE_LIMIT, key=f"{K}_nodes")
-    edge_limit = c[2].number_input("Edges", 1, 2000, DEFAULT_EDGE_LIMIT, key=f"{K}_edges")
+    root_limit = c[0].number_input("Roots", 1, 100, key=f"{K}_roots")
+    node_limit = c[1].number_input("Nodes", 1, 500, key=f"{K}_nodes")
+    edge_limit = c[2].number_input("Edges", 1, 2000, key=f"{K}_edges")
     as_of = as_of_input(f"{K}_as_of", label="As of (UTC)", help="Salience S(t) at this instant")
+
+query = RequestParams(trust=trust, task=task, memory_types=tuple(t for t in LAYERS if t in types), as_of=as_of).to_query()
+query = {k: v for k, v in query.items() if k not in ("min_salience", "limit")}
+query.update({"hops": hops or "1", "roots": str(int(root_limit)), "nodes": str(int(node_limit)),
+              "edges": str(int(edge_limit))})
+state.keep_page_query("graph", query)
 
 request = RetrieveGraphRequest(trust=trust, task_descriptor=task, memory_types=types, root_limit=int(root_limit),
                                node_limit=int(node_limit), edge_limit=int(edge_limit),

@@ -17,6 +17,7 @@ from console.components.clearance import describe, signed_in
 from console.components.safe import clean, md
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.trust_form import trust_context_form
+from console.components.words import plural
 from membrane_engine import Sensitivity
 from membrane_engine.storage.columns import TYPE_NAMES
 from membrane_engine.errors import AlreadyExistsError, MembraneError, ValidationError
@@ -107,7 +108,7 @@ with tab_in:
         if parse_error is not None:
             st.error(f"The file cannot be read: {md(parse_error, 800)}")
         else:
-            st.text(f"{clean(name, 120)}: {in_file:,} record(s) in the file; the store holds {m.count():,}.")
+            st.text(f"{clean(name, 120)}: {plural(in_file, 'record')} in the file; the store holds {m.count():,}.")
             result = st.session_state.get(IMPORT_RESULT_KEY)
             if result is None or result[0] != upload.file_id:
                 profiles, origin = preview_profiles(m)
@@ -120,7 +121,7 @@ with tab_in:
                 if exposures.widens:
                     show_exposures(exposures, origin, key="ie_exposure")
                 access_ok = widening_confirmed(exposures, "ie_widen")
-                go = st.button(f"Import {in_file:,} record(s)", type="primary", key="ie_import",
+                go = st.button(f"Import {plural(in_file, 'record')}", type="primary", key="ie_import",
                                disabled=not items or not access_ok)
                 if go and not access_ok:  # checked in the run that imports, not only by the button
                     st.error("Not imported: the import widens access and the widening is not confirmed.")
@@ -151,7 +152,7 @@ with tab_in:
             if result is not None and result[0] == upload.file_id:
                 _, outcome, count, detail = result
                 if outcome == "ok":
-                    st.success(f"Imported {count:,} record(s). The store now holds {m.count():,}.", icon=":material/check_circle:")
+                    st.success(f"Imported {plural(count, 'record')}. The store now holds {m.count():,}.", icon=":material/check_circle:")
                 elif outcome == "exists":
                     st.error(f"Import refused, nothing was written: {md(detail, 800)}. Records are never replaced; "
                              "remove those ids from the file (or import into another store).", icon=":material/block:")
@@ -163,7 +164,7 @@ with tab_in:
                                  f"{len(bad):,} are listed.", icon=":material/block:")
                     else:
                         st.error(f"Import refused, nothing was written: {len(bad):,} problem(s) in "
-                                 f"{records_bad:,} record(s).", icon=":material/block:")
+                                 f"{plural(records_bad, 'record')}.", icon=":material/block:")
                     st.dataframe(bad, hide_index=True, key="ie_problems",
                                  column_config={"message": st.column_config.TextColumn(width="large")})
                 else:
@@ -193,7 +194,7 @@ with tab_out:
         sens = f3.multiselect("Sensitivity", [s.value for s in Sensitivity], key="ie_sens")
         ids = filter_ids(m, types=types, scopes=["" if s == UNSCOPED else s for s in scopes], sensitivities=sens)
     total = m.count() if ids is None else len(ids)
-    st.text(f"Selected: {total:,} record(s).")
+    st.text(f"Selected: {plural(total, 'record')}.")
 
     c1, c2 = st.columns([1, 3])
     fmt = c1.radio("Format", ["json", "jsonl"], key="ie_format", horizontal=True)
@@ -231,7 +232,7 @@ with tab_out:
         st.caption("The selection or format changed since the last export was prepared: prepare it again.")
     elif prepared and Path(prepared["path"]).exists():
         size_kb = prepared["size"] / 1024
-        st.success(f"Export ready: {prepared['count']:,} record(s), {size_kb:,.1f} KiB of {prepared['format']}.",
+        st.success(f"Export ready: {plural(prepared['count'], 'record')}, {size_kb:,.1f} KiB of {prepared['format']}.",
                    icon=":material/inventory_2:")
         export_path = Path(prepared["path"])
         st.download_button(f"Download {export_path.name}", data=lambda: export_path.read_bytes(),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -12,11 +12,13 @@ from console import state
 from console.components.clearance import signed_in
 from console.components.charts import SENSITIVITY_ORDER, style
 from console.components.chart_safety import plot_text
+from console.components.safe import md
 from console.components.time_input import as_of_input
+from console.components.words import ACTION_COLORS, plural
 from membrane_engine import Membrane
-from membrane_engine.lookups import audit_activity
+from membrane_engine.lookups import audit_activity, sample_loaded_at
 from membrane_engine.metrics import store_breakdown
-from membrane_engine.schema import format_time
+from membrane_engine.schema import format_time, parse_time
 
 signed_in()  # counts by label only: no record content on this page, whatever the clearance
 m = state.membrane()
@@ -29,56 +31,110 @@ def _store_key(m: Membrane) -> tuple[str, int]:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _metrics(url: str, seq: int, as_of_iso: str) -> dict:
-    return state.membrane().metrics(as_of=datetime.fromisoformat(as_of_iso))
+def _metrics(url: str, seq: int, key_iso: str, now: bool) -> dict:
+    # "Now" is keyed by the minute but computed at the moment itself: an entry written seconds
+    # ago is counted (the store's change counter refreshes the key on every write).
+    return state.membrane().metrics(as_of=None if now else datetime.fromisoformat(key_iso))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _breakdown(url: str, seq: int, as_of_iso: str) -> dict:
-    return store_breakdown(state.membrane().columns.current(), datetime.fromisoformat(as_of_iso))
+def _breakdown(url: str, seq: int, key_iso: str, now: bool) -> dict:
+    m_ = state.membrane()
+    return store_breakdown(m_.columns.current(), m_.now() if now else datetime.fromisoformat(key_iso))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _activity(url: str, seq: int, audit_total: int) -> list[tuple[float, str, int]]:
-    # Keyed by the audit total as well, so any new entry refreshes it.
-    return audit_activity(state.membrane(), bucket_seconds=86400.0)
+def _activity(url: str, seq: int, audit_total: int, key_iso: str, now: bool) -> list[tuple[float, str, int]]:
+    # Keyed by the audit total as well, so any new entry refreshes it; entries up to the instant.
+    return audit_activity(state.membrane(), bucket_seconds=86400.0,
+                          until=None if now else datetime.fromisoformat(key_iso))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _sample_loaded_at(url: str) -> float | None:
+    return sample_loaded_at(state.membrane())
+
+
+# What each number means and how the engine computes it (SPEC 7), shown on hover.
+HELP = {
+    "total_records": "Records in the store at the instant: the live records created at or before it.",
+    "active_records": "Records whose salience S(t) at the instant is above 0 (S decays from its anchor; a pinned "
+                      "record keeps its value).",
+    "pinned_records": "Records whose salience is frozen (pinned), among those counted.",
+    "total_audit_entries": "Audit entries written at or before the instant, over every record.",
+    "avg_salience": "The mean of S(t) at the instant over the records counted.",
+    "avg_confidence": "The mean of the records' stored confidence (0 to 1).",
+    "memory_growth_rate": "Records created in the 24 hours before the instant, divided by the records counted.",
+    "revision_rate": "(revise + fork + merge audit entries) divided by all audit entries, up to the instant.",
+    "retrieval_usefulness": "reinforce audit entries divided by all audit entries, up to the instant.",
+    "competence_success_rate": "The mean of the stored performance.success_rate of the competence records that "
+                               "have a performance block (as Membrane's GetMetrics; the selector's success signal "
+                               "is computed differently).",
+    "plan_reuse_frequency": "The mean execution_count of the plan_graph records that have metrics.",
+    "unknown_sensitivity": "Records whose sensitivity is not one of the known levels: the engine hides them "
+                           "from every trust context.",
+}
 
 
 st.title("Overview")
 top = st.columns([3, 2])
 top[0].caption("The memory store at a glance. Every number is computed by the engine at the chosen instant.")
+# The instant lives in the URL (?as_of=...), so a link, a reload and Back / Forward restore it.
+seed = state.page_query("overview", trust_prefix=None)
+if seed is not None:
+    try:
+        moment = parse_time(seed["as_of"]) if seed.get("as_of") else None
+    except ValueError:
+        moment = None
+        st.warning(f"Link parameter ignored: as_of {md(seed['as_of'], 80)} is not an ISO 8601 time.")
+    st.session_state["overview_as_of"] = moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
 with top[1]:
-    as_of = as_of_input("overview_as_of", label="As of (UTC)", help="Salience-based metrics are S(t) at this instant")
+    as_of = as_of_input("overview_as_of", label="As of (UTC)",
+                        help="Every number counts the records created and the audit entries written by this instant; "
+                             "salience is S(t) at it.")
+state.keep_page_query("overview", {"as_of": format_time(as_of)} if as_of is not None else {}, trust_prefix=None)
 when = as_of or m.now()
 # Cache per minute of "now" so an idle page is not recomputed on every rerun.
 key_time = when.replace(second=0, microsecond=0) if as_of is None else when
 url, seq = _store_key(m)
-metrics = _metrics(url, seq, key_time.isoformat())
-breakdown = _breakdown(url, seq, key_time.isoformat())
+metrics = _metrics(url, seq, key_time.isoformat(), as_of is None)
+breakdown = _breakdown(url, seq, key_time.isoformat(), as_of is None)
+
+loaded = _sample_loaded_at(url)
+if loaded is not None:
+    st.info("This is the bundled demo store: the memory of kestrel, a coding agent working for Maya Chen across three "
+            "projects, with its dates moved so that its “now” was the moment the store was first opened "
+            f"({format_time(datetime.fromtimestamp(loaded, key_time.tzinfo))[:16].replace('T', ' ')} UTC).",
+            icon=":material/science:")
 
 with st.container(border=True):
     st.markdown("**Store**")
     st.code(m.url, language=None, wrap_lines=True)
-    st.caption(f"Metrics at {format_time(key_time)[:16].replace('T', ' ')} UTC · change counter {seq:,}")
+    st.caption(f"Metrics at {format_time(key_time)[:16].replace('T', ' ')} UTC"
+               + (" (a past instant: only the records created and the audit entries written by then count)"
+                  if as_of is not None and as_of < m.now() else "") + f" · change counter {seq:,}")
 
 row1 = st.columns(4)
-row1[0].metric("Records", f"{metrics['total_records']:,}", help="total_records")
-row1[1].metric("Active (S > 0)", f"{metrics['active_records']:,}", help="active_records")
-row1[2].metric("Pinned", f"{metrics['pinned_records']:,}", help="pinned_records")
-row1[3].metric("Audit entries", f"{metrics['total_audit_entries']:,}", help="total_audit_entries")
+row1[0].metric("Records", f"{metrics['total_records']:,}", help=HELP["total_records"])
+row1[1].metric("Active (S > 0)", f"{metrics['active_records']:,}", help=HELP["active_records"])
+row1[2].metric("Pinned", f"{metrics['pinned_records']:,}", help=HELP["pinned_records"])
+row1[3].metric("Audit entries", f"{metrics['total_audit_entries']:,}", help=HELP["total_audit_entries"])
 row2 = st.columns(4)
-row2[0].metric("Avg salience", f"{metrics['avg_salience']:.3f}", help="avg_salience: mean S(as_of)")
-row2[1].metric("Avg confidence", f"{metrics['avg_confidence']:.3f}", help="avg_confidence")
-row2[2].metric("Growth (24 h)", f"{metrics['memory_growth_rate']:.1%}", help="memory_growth_rate: records created in the last 24 h / total")
-row2[3].metric("Revision rate", f"{metrics['revision_rate']:.1%}", help="revision_rate: (revise + fork + merge) / audit entries")
+row2[0].metric("Avg salience", f"{metrics['avg_salience']:.3f}", help=HELP["avg_salience"])
+row2[1].metric("Avg confidence", f"{metrics['avg_confidence']:.3f}", help=HELP["avg_confidence"])
+row2[2].metric("Growth (24 h)", f"{metrics['memory_growth_rate']:.1%}", help=HELP["memory_growth_rate"])
+row2[3].metric("Revision rate", f"{metrics['revision_rate']:.1%}", help=HELP["revision_rate"])
 row3 = st.columns(4)
-row3[0].metric("Retrieval usefulness", f"{metrics['retrieval_usefulness']:.1%}", help="retrieval_usefulness: reinforce entries / audit entries")
-row3[1].metric("Competence success", f"{metrics['competence_success_rate']:.1%}", help="competence_success_rate: mean observed success of competence records with performance data")
-row3[2].metric("Plan reuse", f"{metrics['plan_reuse_frequency']:.1f}", help="plan_reuse_frequency: mean execution_count of plans with metrics")
-row3[3].metric("Unknown sensitivity", f"{breakdown['unknown_sensitivity']:,}", help="Records whose sensitivity is not a known level (always hidden)")
+row3[0].metric("Retrieval usefulness", f"{metrics['retrieval_usefulness']:.1%}", help=HELP["retrieval_usefulness"])
+row3[1].metric("Competence success", f"{metrics['competence_success_rate']:.1%}", help=HELP["competence_success_rate"])
+row3[2].metric("Plan reuse", f"{metrics['plan_reuse_frequency']:.1f}", help=HELP["plan_reuse_frequency"])
+row3[3].metric("Unknown sensitivity", f"{breakdown['unknown_sensitivity']:,}", help=HELP["unknown_sensitivity"])
 
 if not metrics["total_records"]:
-    st.info("The store is empty. Import records on the Import / export page.", icon=":material/inbox:")
+    if as_of is not None and m.count():
+        st.info("No record existed yet at this instant.", icon=":material/history:")
+    else:
+        st.info("The store is empty. Import records on the Import / export page.", icon=":material/inbox:")
     st.stop()
 
 left, right = st.columns(2)
@@ -87,7 +143,7 @@ with left:
     types = list(breakdown["by_type_sensitivity"])
     z = [[breakdown["by_type_sensitivity"][t][s] for s in SENSITIVITY_ORDER] for t in types]
     fig = go.Figure(go.Heatmap(z=z, x=SENSITIVITY_ORDER, y=types, colorscale="Blues", text=z, texttemplate="%{text}",
-                               hovertemplate="%{y} · %{x}: %{z} records<extra></extra>", showscale=False))
+                               hovertemplate="%{y} · %{x}: %{z}<extra></extra>", showscale=False))
     fig.update_yaxes(autorange="reversed")
     st.plotly_chart(style(fig, height=CHART_HEIGHT), width="stretch", key="ov_heat")
 with right:
@@ -96,11 +152,11 @@ with right:
     shown = list(scopes.items())[:MAX_SCOPES]
     labels = [plot_text(s, 40) if s else "(unscoped)" for s, _ in shown]
     fig = go.Figure(go.Bar(x=[n for _, n in shown], y=labels, orientation="h", marker_color="#4b5bdc",
-                           hovertemplate="%{y}: %{x} records<extra></extra>"))
+                           hovertemplate="%{y}: %{x}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", type="category")
     st.plotly_chart(style(fig, height=CHART_HEIGHT), width="stretch", key="ov_scope")
     if len(scopes) > len(shown):
-        st.caption(f"The {len(shown)} largest of {len(scopes):,} scopes.")
+        st.caption(f"The {len(shown)} largest of {plural(len(scopes), 'scope')}.")
 
 left, right = st.columns(2)
 with left:
@@ -119,22 +175,24 @@ with left:
     st.dataframe(pd.DataFrame([buckets]), hide_index=True, width="stretch")
 with right:
     st.subheader("Audit activity")
-    activity = _activity(url, seq, metrics["total_audit_entries"])
+    activity = _activity(url, seq, metrics["total_audit_entries"], key_time.isoformat(), as_of is None)
     if not activity:
-        st.info("No audit entries yet.")
+        st.info("No audit entries yet." if as_of is None else "No audit entry was written by this instant.")
     else:
         frame = pd.DataFrame(activity, columns=["day", "action", "entries"])
         frame["day"] = pd.to_datetime(frame["day"], unit="s", utc=True).dt.tz_localize(None)
         fig = go.Figure()
         for action, part in frame.groupby("action", sort=True):
             fig.add_bar(x=part["day"], y=part["entries"], name=str(action),
+                        marker_color=ACTION_COLORS.get(str(action), "#888888"),
                         hovertemplate="%{x|%Y-%m-%d}: %{y} " + str(action) + "<extra></extra>")
         fig.update_layout(barmode="stack", showlegend=True, legend=dict(orientation="h", y=-0.25, traceorder="normal"))
         fig.update_yaxes(title="entries per day")
         st.plotly_chart(style(fig, height=300), width="stretch", key="ov_audit")
         days = frame["day"].dt.date
-        st.caption(f"{int(frame['entries'].sum()):,} entries over {days.nunique():,} days "
-                   f"({days.min()} to {days.max()}).")
+        span = (days.max() - days.min()).days + 1
+        st.caption(f"{plural(int(frame['entries'].sum()), 'entry')} from {days.min()} to {days.max()} "
+                   f"({plural(span, 'day')}, {days.nunique():,} with activity).")
 
 st.subheader("Records by type")
 by_type = metrics["records_by_type"]

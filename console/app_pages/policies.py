@@ -14,6 +14,7 @@ import streamlit as st
 from console import auth, state
 from console.components import policy_source
 from console.components.safe import clean, md
+from console.components.words import plural
 from membrane_engine.policies import Evaluator, Offender, check, coverage
 from membrane_engine.policy_snapshots import lines
 from membrane_engine.trust import Verdict, decide
@@ -138,7 +139,7 @@ for o in failed:
     withheld = o.offending - len(visible)
     if withheld:
         reason = "above your clearance or beyond the first listed" if operator else "sign in to see which"
-        st.caption(f"{withheld:,} more offending record(s) not listed ({reason}).")
+        st.caption(f"{plural(withheld, 'more offending record')} not listed ({reason}).")
     if o.offending == 0:
         st.caption("No record is at fault: too few matching records have the verdict.")
 

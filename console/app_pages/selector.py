@@ -10,13 +10,16 @@ import streamlit as st
 
 from console import state
 from console.components.clearance import clearance_caption, signed_in
-from console.components.chart_safety import plot_text, short_id, tidy
+from console.components.chart_safety import plot_text, tidy
 from console.components.safe import clean, md
-from console.components.trust_form import params_from_query, trust_context_form
-from console.components.when import instant_input
+from console.components.trust_form import RequestParams, fill, params_from_query, trust_context_form
+from console.components.when import UTC, instant_input
+from console.components.words import plural
+from console.state import TRUST_FIELDS
 from membrane_engine import RetrieveRequest
 from membrane_engine.clearance import scopes_seen
 from membrane_engine.errors import MembraneError
+from membrane_engine.labels import label as record_label
 from membrane_engine.selector import select
 
 SELECTOR_TYPES = ["competence", "plan_graph"]
@@ -33,25 +36,46 @@ st.caption("Retrieval restricted to competence and plan_graph records, then the 
            "when that confidence is under the threshold.")
 clearance_caption(operator)
 
-url_defaults, url_problems = params_from_query({k: st.query_params[k] for k in st.query_params})
-for problem in url_problems:
+# The request lives in the URL (a link, a reload, Back / Forward restore it); the trust context is
+# the session's shared one when the URL names none (console/state.py).
+seed = state.page_query("selector")
+if seed is None and "sel_max_sensitivity" not in st.session_state:  # widgets gone with a page change
+    seed = st.query_params.to_dict()
+if seed is not None:
+    url_defaults, url_problems = params_from_query(seed)
+    st.session_state["sel_url_problems"] = url_problems
+    fill("sel", {k: v for k, v in url_defaults.items() if k in TRUST_FIELDS})
+    st.session_state["sel_task"] = url_defaults.get("task", "")
+    moment = (url_defaults.get("as_of") or now).astimezone(UTC)
+    st.session_state["sel_as_of_date"] = moment.date()
+    st.session_state["sel_as_of_time"] = moment.time().replace(second=0, microsecond=0, tzinfo=None)
+    st.session_state["sel_min_salience"] = float(url_defaults.get("min_salience", 0.0))
+    try:
+        threshold_ = float(seed.get("threshold", m.selector_threshold))
+        st.session_state["sel_threshold"] = threshold_ if 0.0 <= threshold_ <= 1.0 else float(m.selector_threshold)
+    except ValueError:
+        st.session_state["sel_threshold"] = float(m.selector_threshold)
+for problem in st.session_state.get("sel_url_problems", []):
     st.warning(f"Ignored from the URL: {md(problem, 300)}")
 
 controls, results = st.columns([2, 3], gap="large")
 with controls:
     st.subheader("Request")
-    trust = trust_context_form("sel", scopes_seen(m, clearance), defaults=url_defaults)
-    task = st.text_input("Task descriptor", value=url_defaults.get("task", ""), key="sel_task",
+    trust = trust_context_form("sel", scopes_seen(m, clearance))
+    task = st.text_input("Task descriptor", key="sel_task",
                          help="Passed to the selector: with the ranking provider on (the default), applicability is the "
                               "similarity of each candidate's text to this task")
-    as_of = instant_input("As of", "sel_as_of", url_defaults.get("as_of") or now,
-                          help="Recency and S(t) are evaluated at this instant")
-    min_salience = st.number_input("Min salience", min_value=0.0, value=0.0, step=0.05, format="%.3f",
+    as_of = instant_input("As of", "sel_as_of", now, help="Recency and S(t) are evaluated at this instant")
+    min_salience = st.number_input("Min salience", min_value=0.0, step=0.05, format="%.3f",
                                    key="sel_min_salience", help="Candidates with S(as of) below this are dropped; 0 disables")
-    threshold = st.slider("needs_more threshold", min_value=0.0, max_value=1.0, value=float(m.selector_threshold),
-                          step=0.01, key="sel_threshold",
+    threshold = st.slider("needs_more threshold", min_value=0.0, max_value=1.0, step=0.01, key="sel_threshold",
                           help="needs_more is true when the confidence is below this (engine default "
                                f"{m.selector_threshold:g})")
+
+query = RequestParams(trust=trust, task=task, min_salience=float(min_salience), as_of=as_of).to_query()
+query = {k: v for k, v in query.items() if k not in ("memory_types", "limit")}
+query["threshold"] = f"{threshold:g}"
+state.keep_page_query("selector", query)
 
 # The selector sees every candidate whatever the limit (SPEC 4, step 6), and this page shows the
 # selection, not the returned records: limit 1 spares reading thousands of them.
@@ -77,11 +101,11 @@ with results:
     below = sum(c.below_min_salience for c in simulation.counts.values())
     redacted = sum(c.redacted for c in simulation.counts.values())
     if simulation.withheld:
-        st.info(f"{simulation.withheld:,} record(s) this context gets are beyond your clearance: counted, not "
-                "listed; the candidates below are the ones within it.", icon=":material/lock:")
+        st.info(f"Of the records this context gets, {plural(simulation.withheld, 'record')} beyond your clearance "
+                "are counted, not listed; the candidates below are the ones within it.", icon=":material/lock:")
     if selection is not None and not selection.signals and candidates:
         st.subheader("No candidate within your clearance")
-        st.info(f"The selector has {candidates:,} candidate(s) for this context, none within your clearance.")
+        st.info(f"The selector has {plural(candidates, 'candidate')} for this context, none within your clearance.")
         st.stop()
     if selection is None or not selection.signals:
         st.subheader("No candidates")
@@ -118,19 +142,14 @@ with results:
             st.caption(f"confidence {selection.confidence:.4f} ≥ threshold {threshold:.2f}")
 
     def name_of(record_id: str) -> str:
+        """What the candidate says (skill name, plan intent), as the narrower of the context and
+        your clearance shows it: a redacted view is named only as redacted."""
         record = by_id.get(record_id)
-        if record is None or record.payload is None:
-            return "(redacted)"
-        p = record.payload
-        if p.kind == "competence":
-            return p.skill_name
-        if p.kind == "plan_graph":
-            return p.intent or p.plan_id
-        return p.kind
+        return record_label(record) if record is not None else "(redacted)"
 
-    st.text(f"Selected: {clean(best.record_id, 120)} — {clean(name_of(best.record_id), 120)}")
+    st.text(f"Selected: {clean(name_of(best.record_id), 120)}", help=f"id {clean(best.record_id, 200)}")
     if runner is not None:
-        st.text(f"Runner-up: {clean(runner.record_id, 120)} — {clean(name_of(runner.record_id), 120)}")
+        st.text(f"Runner-up: {clean(name_of(runner.record_id), 120)}", help=f"id {clean(runner.record_id, 200)}")
     if len(signals) == 1:
         st.caption("One candidate: the confidence is its own score.")
 
@@ -138,7 +157,7 @@ with results:
     shown = st.slider("Candidates in the chart", min_value=1, max_value=max(1, len(signals)),
                       value=min(15, len(signals)), key="sel_top") if len(signals) > 1 else 1
     top = signals[:shown]
-    labels = [f"{k + 1}. {short_id(s.record_id)}" for k, s in enumerate(top)]
+    labels = [f"{k + 1}. {plot_text(name_of(s.record_id), 40)}" for k, s in enumerate(top)]
     hover = [plot_text(f"{s.record_id} · {name_of(s.record_id)}", 120) for s in top]
     fig = go.Figure()
     for signal in ("applicability", "success", "recency", "score"):
@@ -160,10 +179,10 @@ with results:
     st.plotly_chart(fig, key="sel_chart")
 
     table = pd.DataFrame([{
-        "rank": k + 1, "id": clean(s.record_id, 200), "type": by_id[s.record_id].type.value if s.record_id in by_id else "",
-        "name": clean(name_of(s.record_id), 120), "redacted": s.redacted, "applicability": s.applicability,
+        "rank": k + 1, "record": clean(name_of(s.record_id), 120),
+        "type": by_id[s.record_id].type.value if s.record_id in by_id else "", "redacted": s.redacted, "applicability": s.applicability,
         "success": s.success, "recency": s.recency, "score": s.score,
-        "salience": by_id[s.record_id].salience if s.record_id in by_id else None,
+        "salience": by_id[s.record_id].salience if s.record_id in by_id else None, "id": clean(s.record_id, 200),
     } for k, s in enumerate(signals)])
     number = st.column_config.NumberColumn(format="%.4f")
     if candidates > len(signals):

@@ -6,7 +6,7 @@ The simulation lives in the URL (parameters of RequestParams.to_query), so a lin
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -15,13 +15,17 @@ import streamlit as st
 from console import state
 from console.components.clearance import clearance_caption, from_key, key_of, signed_in
 from console.components.charts import VERDICT_COLORS, style
-from console.components.record_card import record_card, show_explanation
+from console.components.record_card import explorer_href, record_card, show_explanation
 from console.components.safe import clean, md
 from console.components.time_input import as_of_input
-from console.components.trust_form import LAYERS, RequestParams, params_from_query, trust_context_form
+from console.components.trust_form import LAYERS, RequestParams, fill, params_from_query, trust_context_form
+from console.components.words import plural
+from console.state import TRUST_FIELDS
 from membrane_engine import RetrieveRequest, TrustContext
 from membrane_engine import clearance as gate
 from membrane_engine.errors import MembraneError, NotFoundError
+from membrane_engine.labels import label as record_label, labels as record_labels
+from membrane_engine.lookups import hidden_records
 from membrane_engine.retrieval import MAX_LIMIT, records_returned
 
 K = "sim"
@@ -41,21 +45,22 @@ clearance_caption(operator)
 
 # ---------------------------------------------------------------------------- defaults from the URL
 
-if f"{K}_seeded" not in st.session_state or f"{K}_limit" not in st.session_state:
-    # First draw of this page in the session (or back from another page): the URL wins.
-    defaults, problems = params_from_query(st.query_params.to_dict())
+# The URL holds the simulation (a link, a reload, Back / Forward restore it); the trust context is
+# the session's shared one when the URL names none (console/state.py).
+seed = state.page_query("simulator")
+if seed is None and f"{K}_limit" not in st.session_state:  # widgets gone with a page change
+    seed = st.query_params.to_dict()
+if seed is not None:
+    defaults, problems = params_from_query(seed)
     st.session_state[f"{K}_url_problems"] = problems
-    st.session_state[f"{K}_seeded"] = True
-    for field in ("max_sensitivity", "scopes", "actor_id", "authenticated"):
-        st.session_state.pop(f"{K}_{field}", None)  # let the trust form seed itself from `defaults`
+    fill(K, {k: v for k, v in defaults.items() if k in TRUST_FIELDS})
     st.session_state[f"{K}_task"] = defaults.get("task", "")
     st.session_state[f"{K}_types"] = list(defaults.get("memory_types", []))
     st.session_state[f"{K}_min_salience"] = float(defaults.get("min_salience", 0.0))
     st.session_state[f"{K}_limit"] = int(defaults.get("limit", 20))
-    st.session_state.pop(f"{K}_as_of", None)
-    st.session_state[f"{K}_trust_defaults"] = {k: v for k, v in defaults.items()
-                                                if k in ("max_sensitivity", "scopes", "actor_id", "authenticated")}
-    st.session_state[f"{K}_as_of_default"] = defaults.get("as_of")
+    as_of_default = defaults.get("as_of")
+    st.session_state[f"{K}_as_of"] = (as_of_default.astimezone(timezone.utc).replace(tzinfo=None)
+                                      if as_of_default else None)
 
 for problem in st.session_state.get(f"{K}_url_problems", []):
     st.warning(f"Link parameter ignored: {md(problem, 300)}", icon=":material/warning:")
@@ -65,7 +70,7 @@ for problem in st.session_state.get(f"{K}_url_problems", []):
 form_left, form_right = st.columns(2, gap="large")
 with form_left:
     st.subheader("Trust context")
-    trust = trust_context_form(K, gate.scopes_seen(m, clearance), st.session_state.get(f"{K}_trust_defaults"))
+    trust = trust_context_form(K, gate.scopes_seen(m, clearance))
 with form_right:
     st.subheader("Request")
     task = st.text_input("Task descriptor", key=f"{K}_task", help="What the agent is about to do (used by the selector)")
@@ -75,14 +80,11 @@ with form_right:
                                    help="Records with S(as of) below this are dropped (0 disables the filter)")
     limit = c2.number_input("Limit", min_value=0, max_value=MAX_LIMIT, step=1, key=f"{K}_limit",
                             help=f"0 means no limit: the first {MAX_LIMIT:,} records are returned")
-    as_of = as_of_input(f"{K}_as_of", st.session_state.get(f"{K}_as_of_default"),
-                        help="Salience is evaluated at this instant.")
+    as_of = as_of_input(f"{K}_as_of", help="Salience is evaluated at this instant.")
 
 params = RequestParams(trust=trust, task=task, memory_types=tuple(t for t in LAYERS if t in types),
                        min_salience=float(min_salience), limit=int(limit), as_of=as_of)
-query = params.to_query()
-if st.query_params.to_dict() != query:
-    st.query_params.from_dict(query)
+state.keep_page_query("simulator", params.to_query())
 # "Now" is taken to the minute, so the reruns of one minute (paging, tabs, "why?") share one
 # simulation from the cache below.
 when = as_of or m.now().replace(second=0, microsecond=0)
@@ -198,8 +200,12 @@ if selection is not None:
         n_candidates = max(len(selection.scores), len(selection.signals))
         sc[2].metric("Candidates", f"{n_candidates:,}", help="Competence and plan records that passed gating and "
                      "the salience filter (the selector sees them all, even those the limit cuts)")
-        sig_rows = [{"rank": i + 1, "id": clean(s.record_id, 200), "score": round(s.score, 4), "applicability": round(s.applicability, 4),
-                     "success": round(s.success, 4), "recency": round(s.recency, 4), "redacted": s.redacted}
+        # Named as the cards name them: through the narrower of the context and your clearance.
+        names = {r.id: record_label(r, 100) for r in selection.selected}
+        sig_rows = [{"rank": i + 1, "record": clean(names.get(s.record_id, "(redacted)"), 120),
+                     "score": round(s.score, 4), "applicability": round(s.applicability, 4),
+                     "success": round(s.success, 4), "recency": round(s.recency, 4), "redacted": s.redacted,
+                     "id": clean(s.record_id, 200)}
                     for i, s in enumerate(selection.signals[:200])]
         st.dataframe(pd.DataFrame(sig_rows), hide_index=True, width="stretch", key=f"{K}_selection")
         if n_candidates > len(sig_rows):
@@ -212,7 +218,8 @@ elif any(t in ("competence", "plan_graph") for t in (params.memory_types or LAYE
 st.subheader("Results")
 layer_names = list(sim.counts)
 labels = [f"Ranked result ({returned:,})"] + [
-    f"{layer} ({sim.counts[layer].full + sim.counts[layer].redacted:,})" for layer in layer_names]
+    f"{layer} ({sim.counts[layer].full + sim.counts[layer].redacted:,})" for layer in layer_names] + [
+    f"Hidden ({totals['hidden']:,})"]
 tabs = st.tabs(labels, key=f"{K}_view", on_change="rerun")
 with tabs[0]:
     if tabs[0].open:
@@ -232,7 +239,7 @@ with tabs[0]:
             st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {listed_total:,}"
                        + (" within your clearance." if sim.withheld else "."))
             cards(page, offset, "ranked")
-for tab, layer in zip(tabs[1:], layer_names):
+for tab, layer in zip(tabs[1:-1], layer_names):
     with tab:
         if not tab.open:
             continue
@@ -255,6 +262,45 @@ for tab, layer in zip(tabs[1:], layer_names):
         st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {n:,}"
                    + (f" (the first {listed:,} by salience can be listed)." if listed < n else "."))
         cards(page, offset, f"layer_{layer}")
+
+# ---------------------------------------------------------------------------- what stays hidden
+
+
+def why_hidden(record_id: str) -> str:
+    """The engine's reasons for the hidden verdict (the ones that say so; all when none does)."""
+    try:
+        reasons = gate.explain(m, record_id, trust, clearance, as_of=when, min_salience=float(min_salience)).reasons
+    except NotFoundError:
+        return "(no longer in the store)"
+    return "; ".join([r for r in reasons if "hidden" in r] or reasons)
+
+
+with tabs[-1]:
+    if tabs[-1].open:
+        st.caption("Records this context does not see at all, with the engine's reason for each. The "
+                   "simulated agent learns nothing of them, not even that they exist.")
+        first = hidden_records(m, trust, clearance, list(params.memory_types), 0, 0)
+        if first.total > first.seen:
+            st.info(f"{plural(first.total - first.seen, 'hidden record')} beyond your clearance: counted, not listed.",
+                    icon=":material/lock:")
+        if not first.total:
+            st.info("This context sees every record of these layers (in full or redacted).")
+        elif first.seen:
+            offset = pager(first.seen, f"{K}_page_hidden")
+            hp = hidden_records(m, trust, clearance, list(params.memory_types), offset, PAGE_SIZE)
+            ids = [b.id for b in hp.records]
+            # Named by what it says only when your clearance sees it in full; a record it sees
+            # redacted is named as explain may name it: id, type, sensitivity and scope.
+            names = {rid: n for rid, n in record_labels(m, ids, clearance).items() if not n.startswith("redacted ")}
+            rows = [{"record": clean(names.get(b.id, "(beyond your clearance: metadata only)"), 120),
+                     "why hidden": clean(why_hidden(b.id), 1000), "type": b.type, "sensitivity": b.sensitivity,
+                     "scope": clean(b.scope, 200) if b.scope else "(unscoped)", "id": clean(b.id, 200),
+                     "explorer": explorer_href(b.id)} for b in hp.records]
+            st.caption(f"Showing {offset + 1:,}–{offset + len(rows):,} of {first.seen:,} within your clearance, by id.")
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"{K}_hidden",
+                         column_config={"record": st.column_config.TextColumn(width="medium"),
+                                        "why hidden": st.column_config.TextColumn(width="large"),
+                                        "explorer": st.column_config.LinkColumn("explorer", display_text="Open")})
 
 # ---------------------------------------------------------------------------- any record
 

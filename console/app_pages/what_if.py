@@ -13,12 +13,14 @@ import streamlit as st
 from console import state
 from console.components.clearance import clearance_caption, signed_in
 from console.components.charts import VERDICT_COLORS, style
-from console.components.record_card import record_card, show_explanation
+from console.components.record_card import explorer_href, record_card, show_explanation
 from console.components.safe import clean
-from console.components.trust_form import (LAYERS, SENSITIVITIES, context_from_query, context_query,
+from console.components.trust_form import (BASE, LAYERS, SENSITIVITIES, context_from_query, context_query, fill,
                                            trust_context_form)
+from console.components.words import plural
 from membrane_engine.clearance import scopes_seen
 from membrane_engine.errors import NotFoundError
+from membrane_engine.labels import labels as record_labels
 from membrane_engine.trust import Verdict, gate_as_read, stricter
 from membrane_engine.whatif import compare, record_view
 
@@ -61,27 +63,37 @@ def copy_a_to_b(change: bool) -> None:
 
 
 scopes = scopes_seen(m, clearance)
-# Both contexts live in the URL (a_* and b_* parameters), so a comparison can be shared.
-url_a, url_problems = context_from_query("a_", st.query_params.to_dict())
-url_b, problems_b = context_from_query("b_", st.query_params.to_dict())
-for problem in url_problems + problems_b:
+# Both contexts live in the URL (a_* and b_* parameters), so a comparison can be shared and Back /
+# Forward restore it; context A is the session's shared trust context when the URL names none.
+seed = state.page_query("what_if", trust_prefix="a_")
+if seed is None and "wa_max_sensitivity" not in st.session_state:  # widgets gone with a page change
+    seed = st.query_params.to_dict()
+url_problems: list[str] = []
+if seed is not None:
+    url_a, problems_a = context_from_query("a_", seed)
+    url_b, problems_b = context_from_query("b_", seed)
+    url_problems = problems_a + problems_b
+    fill("wa", url_a)
+    fill("wb", url_b or proposed_change({**BASE, **url_a}))
+    st.session_state["wi_types"] = [t for t in seed.get("types", "").split(",") if t in LAYERS]
+for problem in url_problems:
     st.warning(f"Ignored a URL parameter: {clean(problem, 300)}")
 col_a, col_b = st.columns(2, gap="large")
 with col_a:
     st.subheader("Context A")
-    trust_a = trust_context_form("wa", scopes, url_a)
+    trust_a = trust_context_form("wa", scopes)
 with col_b:
     st.subheader("Context B")
-    trust_b = trust_context_form("wb", scopes, url_b or proposed_change(current("wa")))
+    trust_b = trust_context_form("wb", scopes)
     b1, b2 = st.columns(2)
     b1.button("Copy A to B", on_click=copy_a_to_b, args=(False,), width="stretch", key="wi_copy")
     b2.button("A with max sensitivity +1", on_click=copy_a_to_b, args=(True,), width="stretch", key="wi_propose")
 
-shared = {**context_query("a_", trust_a), **context_query("b_", trust_b)}
-if st.query_params.to_dict() != shared:
-    st.query_params.from_dict(shared)
-
 types = st.multiselect("Only these memory types", LAYERS, key="wi_types", help="Empty compares every layer")
+shared = {**context_query("a_", trust_a), **context_query("b_", trust_b)}
+if types:
+    shared["types"] = ",".join(types)
+state.keep_page_query("what_if", shared, trust_prefix="a_")
 
 diff = compare(m, trust_a, trust_b, memory_types=types, limit=0)
 st.divider()
@@ -125,7 +137,7 @@ transition = None if kind == "all" else tuple(kind.split(f" {ARROW} "))
 n_all = diff.changed if transition is None else diff.transitions[transition]
 n = compare(m, trust_a, trust_b, memory_types=types, transition=transition, limit=0, clearance=clearance).listed
 if n < n_all:
-    st.info(f"{n_all - n:,} of these {n_all:,} changed records are beyond your clearance: counted, not listed.",
+    st.info(f"{n_all - n:,} of these {plural(n_all, 'changed record')} are beyond your clearance: counted, not listed.",
             icon=":material/lock:")
 if not n:
     st.stop()
@@ -134,13 +146,13 @@ page_no = st.pagination(pages, key="wi_page") if pages > 1 else 1
 offset = (min(max(1, int(page_no or 1)), pages) - 1) * PAGE_SIZE
 shown = compare(m, trust_a, trust_b, memory_types=types, transition=transition, offset=offset, limit=PAGE_SIZE,
                 clearance=clearance).rows
-st.caption(f"Showing {offset + 1:,}–{offset + len(shown):,} of {n:,} changed records. Gains first, then losses. "
+st.caption(f"Showing {offset + 1:,}–{offset + len(shown):,} of {plural(n, 'changed record')}. Gains first, then losses. "
            "Records hidden under both contexts never appear.")
 
 
 def differing_reasons(record_id: str) -> tuple[str, str]:
-    """The engine's reasons on each side that differ from the other side's (what changed the
-    verdict); every reason is shown when a row is selected."""
+    """The rules that changed the verdict: the engine's reasons on each side that the other side
+    does not give, in full (every reason when the two sides give the same ones)."""
     try:
         ex_a, ex_b = m.explain(record_id, trust_a), m.explain(record_id, trust_b)
     except NotFoundError:
@@ -150,19 +162,26 @@ def differing_reasons(record_id: str) -> tuple[str, str]:
     return "; ".join(only_a), "; ".join(only_b)
 
 
+names = record_labels(m, [c.id for c in shown], clearance)  # what each says, as your clearance may read it
 rows = []
 for c in shown:
     why_a, why_b = differing_reasons(c.id)
-    rows.append({"id": clean(c.id, 200), "A": c.before, "B": c.after, "why under A": clean(why_a, 1000),
-                 "why under B": clean(why_b, 1000), "type": c.type, "sensitivity": c.sensitivity,
-                 "scope": clean(c.scope, 200) if c.scope else "(unscoped)"})
+    # The rule that changed it: the reason of the stricter side (what withholds the record there).
+    stricter_a = VERDICT_RANK[c.before] < VERDICT_RANK[c.after]
+    rows.append({"record": clean(names.get(c.id, c.id), 120), "A": c.before, "B": c.after,
+                 "rule that changed it": clean(f"under {'A' if stricter_a else 'B'}: " + (why_a if stricter_a else why_b)),
+                 "why under A": clean(why_a), "why under B": clean(why_b), "type": c.type,
+                 "sensitivity": c.sensitivity, "scope": clean(c.scope, 200) if c.scope else "(unscoped)",
+                 "id": clean(c.id, 200), "explorer": explorer_href(c.id)})
 event = st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"wi_rows_{offset}_{kind}",
                      on_select="rerun", selection_mode="single-row",
-                     column_config={"id": st.column_config.TextColumn(width="medium", pinned=True),
+                     column_config={"record": st.column_config.TextColumn(width="medium", pinned=True),
                                     "A": st.column_config.TextColumn(width="small"),
                                     "B": st.column_config.TextColumn(width="small"),
-                                    "why under A": st.column_config.TextColumn(width="medium"),
-                                    "why under B": st.column_config.TextColumn(width="medium")})
+                                    "rule that changed it": st.column_config.TextColumn(width="large"),
+                                    "why under A": st.column_config.TextColumn(width="large"),
+                                    "why under B": st.column_config.TextColumn(width="large"),
+                                    "explorer": st.column_config.LinkColumn("explorer", display_text="Open")})
 picked = event.selection.rows if event is not None and hasattr(event, "selection") else []
 if picked:
     change = shown[picked[0]]
@@ -182,6 +201,11 @@ if picked:
             st.info("The record is beyond your clearance now.")
             st.stop()
         best = stricter(best, Verdict.REDACTED if view.redacted else Verdict.FULL)
+        why_a, why_b = differing_reasons(change.id)
+        with st.container(border=True):
+            st.markdown("**The rule that changed the verdict**")
+            st.text(f"Under A ({change.before}): {clean(why_a)}")
+            st.text(f"Under B ({change.after}): {clean(why_b)}")
         record_card(view, verdict=best.value, key="wi_selected")
         ex_a, ex_b = st.columns(2)
         with ex_a:
@@ -191,4 +215,5 @@ if picked:
             st.markdown("**Under B**")
             show_explanation(m.explain(change.id, trust_b))
 else:
-    st.caption("Select a row to see the record (metadata only when neither context sees it in full).")
+    st.caption("Select a row to see the rule that changed its verdict in full, and the record (metadata only when "
+               "neither context sees it in full).")

@@ -45,10 +45,21 @@ _KINDS: tuple[tuple[type[MembraneError], str], ...] = (
     (ValidationError, "Refused"),
     (NotFoundError, "Not found"),
     (AlreadyExistsError, "Already exists"),
-    (EpisodicImmutableError, "Episodic records cannot be revised"),
+    (EpisodicImmutableError, "Episodic records are immutable"),
     (AccessDeniedError, "Access denied"),
     (NilTrustError, "No trust context"),
 )
+
+
+def sentence(exc: BaseException) -> str:
+    """An error as a sentence for the operator (plain text, not escaped): the engine's own text
+    with a capital and a full stop; never the exception's class name."""
+    if not isinstance(exc, MembraneError):
+        return "Something went wrong that the engine did not expect; nothing was changed by this step."
+    text = " ".join(str(exc).split()) or next((label for cls, label in _KINDS if isinstance(exc, cls)),
+                                              "The engine refused")
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def describe(exc: MembraneError, action: str | None = None) -> str:
@@ -88,4 +99,4 @@ def engine_call(action: str | None = None, *, stop: bool = True) -> Iterator[Out
             st.stop()
 
 
-__all__ = ["engine_call", "show_error", "describe", "Outcome"]
+__all__ = ["engine_call", "show_error", "describe", "sentence", "Outcome"]

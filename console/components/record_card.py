@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import quote
 
 import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
 
 from membrane_engine import MemoryRecord
+from membrane_engine.labels import label
 from membrane_engine.retrieval import Explanation
 
 from .safe import clean, md
@@ -48,6 +51,23 @@ def metadata_line(record: MemoryRecord) -> str:
             f"salience **{record.salience:.3f}** · confidence {record.confidence:.2f} · {tags}")
 
 
+EXPLORER = "app_pages/records.py"  # relative to console/app.py, the console's entry point
+
+
+def explorer_href(record_id: str) -> str:
+    """The record explorer's address for one record, relative to any page of the console."""
+    return "records?id=" + quote(record_id, safe="")
+
+
+def explorer_link(record_id: str, label_: str = "Open in the explorer") -> None:
+    """A link that opens ``record_id`` in the record explorer (in this tab, within the session;
+    a plain link when the page runs outside the console's navigation, as in page tests)."""
+    try:
+        st.page_link(EXPLORER, label=label_, icon=":material/open_in_new:", query_params={"id": record_id})
+    except StreamlitPageNotFoundError:
+        st.markdown(f"[{label_}]({explorer_href(record_id)})")
+
+
 def show_explanation(explanation: Explanation) -> None:
     verdict_badge(explanation.verdict.value)
     for reason in explanation.reasons:
@@ -68,9 +88,10 @@ def record_card(record: MemoryRecord, verdict: str | None = None,
                 st.markdown(f"**#{rank}** :{color}-badge[{verdict.upper()}]")
             else:
                 verdict_badge(verdict)
-        # Plain text, not st.code: ten code blocks per page cost the browser about 0.2 s of script
-        # time on every simulator load (bench/browser.py), for a copy button on an id.
-        head[1].text(clean(record.id, 300))
+        # Named by what it says (a redacted view: "redacted <type> record"); the id on hover and in
+        # the explorer. Plain text, not st.code: ten code blocks per page cost the browser about
+        # 0.2 s of script time on every simulator load (bench/browser.py).
+        head[1].text(clean(label(record), 300), help=f"id {clean(record.id, 300)}")
         if explain is not None:
             with head[2].popover("why?", width="stretch"):
                 show_explanation(explain())
@@ -79,5 +100,6 @@ def record_card(record: MemoryRecord, verdict: str | None = None,
             st.caption("Redacted: metadata only. Payload, provenance, relations and audit log are withheld.")
         else:
             st.text(clean(summary(record), 300))
+        explorer_link(record.id)
         if on_open is not None and st.button("Open", key=f"open_{key}_{record.id}"):
             on_open(record.id)

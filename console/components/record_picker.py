@@ -1,11 +1,15 @@
-"""Choosing records: a search box (id or tag) feeding a multiselect; `?id=` preselects."""
+"""Choosing records: a search box (id or tag) feeding a multiselect; `?id=` preselects.
+
+Each option is named by what the record says (``membrane_engine.labels``, gated by the
+operator's clearance) and its type; the ids of the chosen records are in the widget's help."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from membrane_engine import Membrane, TrustContext
-from membrane_engine.lookups import search_records
+from membrane_engine.labels import labels as record_labels
+from membrane_engine.lookups import briefs, search_records
 
 from .safe import clean, md
 
@@ -49,12 +53,21 @@ def record_picker(membrane: Membrane, key: str, label: str = "Records", *, clear
     query = st.text_input("Find records by id or tag", key=f"{key}_query", placeholder="part of an id or a tag",
                           help="Case-insensitive substring match on ids and tags")
     hits = search_records(membrane, query, limit=limit, clearance=clearance, full_only=full_only)
-    labels = {h.id: f"{h.id} · {h.type}" + (f" · {', '.join(h.tags[:3])}" if h.tags else "") for h in hits}
     chosen = list(st.session_state.get(state_key, []))
     options = list(dict.fromkeys(chosen + [h.id for h in hits]))
+    types = {rid: b.type for rid, b in briefs(membrane, options).items()}
+    named = record_labels(membrane, options, clearance, limit=70)  # only what the clearance may read
     if query and not hits:
         st.caption("No record id or tag contains that text.")
     elif len(hits) >= limit:
         st.caption(f"Showing the first {limit} matches; type more to narrow the list.")
-    return st.multiselect(label, options, key=state_key, format_func=lambda rid: clean(labels.get(rid, rid), 120),
-                          max_selections=max_selections, help=help)
+
+    def shown(rid: str) -> str:
+        name = named.get(rid, rid)
+        kind = types.get(rid)
+        return clean(f"{name} · {kind}" if kind and not name.startswith("redacted ") else name, 120)
+
+    ids_help = ("Chosen: " + ", ".join(md(r, 80) for r in chosen[:10])
+                + (f" and {len(chosen) - 10:,} more" if len(chosen) > 10 else "")) if chosen else ""
+    return st.multiselect(label, options, key=state_key, format_func=shown, max_selections=max_selections,
+                          help="\n\n".join(part for part in (help, ids_help) if part) or None)

@@ -129,6 +129,16 @@ def _seed(key: str, values: dict) -> None:
             st.session_state[f"{key}_{suffix}"] = list(values[field]) if field == "scopes" else values[field]
 
 
+BASE = {"max_sensitivity": "medium", "scopes": [], "actor_id": "agent-1", "authenticated": True}
+
+
+def fill(key: str, values: dict) -> None:
+    """Set the form ``key`` to ``values`` (the fields missing: the form's defaults) before it is
+    drawn: a page restoring its state from the URL or from the session's shared context."""
+    _seed(key, {**BASE, **values})
+    st.session_state[f"{key}_preset"] = "Custom"
+
+
 PROFILE_PREFIX = "Profile: "
 
 
@@ -154,7 +164,7 @@ def trust_context_form(key: str, scopes_available: list[str], defaults: dict | N
     """Widgets for one trust context. ``key`` keeps several forms apart on one page; ``defaults``
     (e.g. from the URL) fill the form the first time it is drawn in a session."""
     if f"{key}_max_sensitivity" not in st.session_state:
-        _seed(key, {"max_sensitivity": "medium", "scopes": [], "actor_id": "agent-1", "authenticated": True})
+        _seed(key, BASE)
         _seed(key, defaults or {})
     if with_presets:
         options = list(PRESETS) + list(profile_presets())

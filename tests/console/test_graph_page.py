@@ -148,3 +148,13 @@ def test_record_explorer_neighbourhood(store: str) -> None:
     assert "supersedes" in names and "mentions_entity" in names
     entity_hover = [h for t in spec["data"] if t["name"] == "entity" for h in t["hovertext"]]
     assert any("aliases:" in h or "identifiers:" in h for h in entity_hover)
+
+
+def test_scopes_offered_are_those_the_clearance_sees(store: str) -> None:
+    """A scope only records beyond the operator's clearance carry is not named in the form."""
+    at = graph_page(level="low", scopes=("project-alpha",))
+    offered = set(at.multiselect(key="gr_scopes").options)
+    assert offered == {"project-alpha"}
+    m = Membrane.open(store, load_sample=False)
+    assert len(m.scopes()) > 1  # the store has others
+    m.close()

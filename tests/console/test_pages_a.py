@@ -114,6 +114,47 @@ def test_overview_salience_follows_as_of(engine: Membrane) -> None:
     assert metric(at, "Active (S > 0)") == f"{expected['active_records']:,}"
 
 
+def test_overview_numbers_at_a_past_instant(engine: Membrane) -> None:
+    """At a past instant the overview counts only the records created and the audit entries
+    written by then, and its activity caption spans the right number of days."""
+    past = datetime(2026, 9, 15, 12, 0, tzinfo=timezone.utc)
+    at = page("overview")
+    at.run()
+    now_records = int(metric(at, "Records").replace(",", ""))
+    now_entries = int(metric(at, "Audit entries").replace(",", ""))
+    at.datetime_input(key="overview_as_of").set_value(past.replace(tzinfo=None)).run()
+    no_exception(at)
+    existed = sum(1 for rid in engine.ids() if engine.get(rid).created_at <= past)
+    written, _ = engine.audit_query(until=past, limit=1)
+    assert 0 < existed < now_records and 0 < written < now_entries
+    assert metric(at, "Records") == f"{existed:,}"
+    assert metric(at, "Audit entries") == f"{written:,}"
+    assert metric(at, "Records") == f"{engine.metrics(as_of=past)['total_records']:,}"
+    caption = next(c.value for c in at.caption if " from 2026-" in c.value)
+    first, last, span = re.search(r"from (\d{4}-\d\d-\d\d) to (\d{4}-\d\d-\d\d) \(([\d,]+) days?", caption).groups()
+    assert last <= "2026-09-15"  # nothing after the instant is drawn
+    assert int(span.replace(",", "")) == (datetime.fromisoformat(last) - datetime.fromisoformat(first)).days + 1
+    assert caption.startswith(f"{written:,} entries")
+    assert any("only the records created and the audit entries written by then" in c.value for c in at.caption)
+    assert not any("bundled demo store" in i.value for i in at.info)  # imported by hand, not the bundled sample
+    assert at.query_params["as_of"] in ("2026-09-15T12:00:00Z", ["2026-09-15T12:00:00Z"])  # a link restores it
+    again = page("overview")
+    again.query_params["as_of"] = "2026-09-15T12:00:00Z"
+    again.run()
+    assert metric(again, "Records") == f"{existed:,}" and metric(again, "Audit entries") == f"{written:,}"
+
+
+def test_overview_says_what_the_bundled_sample_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    Membrane.open(url, load_sample=True).close()  # a new store filled as the default one is
+    monkeypatch.setenv("MEMBRANE_DB_URL", url)
+    st.cache_resource.clear()
+    at = page("overview").run()
+    no_exception(at)
+    lines = [i.value for i in at.info if "bundled demo store" in i.value]
+    assert len(lines) == 1 and "kestrel" in lines[0]
+
+
 def test_app_default_page_is_overview() -> None:
     at = AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT).run()
     no_exception(at)
@@ -173,7 +214,10 @@ def test_simulator_url_restores_the_simulation(engine: Membrane) -> None:
     assert metric(at, "Confidence") == "0.897"
     assert metric(at, "Needs more") == "no"
     assert metric(at, "Returned") == "1"
-    assert FLAKY_V1 in [t.value for t in at.text]
+    # The card is named by what the record says, the id on hover, and it links to the explorer.
+    title = next(t for t in at.text if t.value == "debug flaky pytest e2e test")
+    assert FLAKY_V1 in title.proto.help
+    assert any(f"(records?id={FLAKY_V1})" in md.value for md in at.markdown)
     # The page writes the simulation back into the URL.
     q = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
     assert q["max_sensitivity"] == "low" and q["memory_types"] == "competence" and q["as_of"] == AS_OF
@@ -209,6 +253,100 @@ def test_simulator_never_shows_sensitive_content_to_a_medium_context() -> None:
         assert not leaked, leaked[:3]
 
 
+def test_simulator_lists_what_stays_hidden_only_as_the_clearance_allows(engine: Membrane) -> None:
+    """The Hidden tab lists the records the context does not see with the engine's reason; a
+    record the operator's clearance sees redacted is named only by id, type, sensitivity and
+    scope (never its label), and one it does not see at all is counted, not listed."""
+    from membrane_engine.labels import label
+    from membrane_engine.operators import Operator, Role
+    from membrane_engine.trust import Verdict
+    from session_kit import sign_in
+
+    operator = Operator(name="lena", role=Role.VIEWER, max_sensitivity="low")
+    clearance = TrustContext(max_sensitivity="low", authenticated=True)
+    context = TrustContext(max_sensitivity="public", authenticated=True, actor_id="agent-1", scopes=["project-alpha"])
+    at = sign_in(page("simulator"), operator)
+    at.query_params.update({"as_of": AS_OF, "max_sensitivity": "public", "scopes": "project-alpha", "limit": "20"})
+    at.run()
+    tab = next(t.label for t in at.tabs if t.label.startswith("Hidden ("))
+    at.session_state["sim_view"] = tab
+    at.run()
+    no_exception(at)
+
+    ids = engine.ids()
+    theirs = engine.explain_many(ids, context)
+    mine = engine.explain_many(ids, clearance)
+    hidden = [rid for rid in ids if theirs[rid] is Verdict.HIDDEN]
+    listable = [rid for rid in hidden if mine[rid] is not Verdict.HIDDEN]
+    beyond = len(hidden) - len(listable)
+    assert tab == f"Hidden ({len(hidden):,})" and metric(at, "Hidden") == f"{len(hidden):,}"
+    assert beyond > 0, "the sample should hide some records from a low clearance"
+    assert any(f"{beyond:,} hidden records beyond your clearance" in i.value for i in at.info)
+
+    rows = next(f.value for f in at.dataframe if "why hidden" in f.value.columns)
+    assert len(rows) == 10 and set(rows["id"]) <= set(listable)
+    assert list(rows["id"]) == sorted(listable)[:10]
+    verdicts = {rid: mine[rid] for rid in rows["id"]}
+    assert {Verdict.FULL, Verdict.REDACTED} <= set(verdicts.values()), "page one should show both kinds"
+    shown = texts(at)
+    for _, row in rows.iterrows():
+        record = engine.get(row["id"])
+        assert row["why hidden"].endswith("hidden") or ": hidden" in row["why hidden"]
+        assert row["explorer"] == f"records?id={row['id']}"
+        assert (row["type"], row["sensitivity"]) == (record.type.value, record.sensitivity.value)
+        if verdicts[row["id"]] is Verdict.FULL:
+            assert row["record"] == label(record)
+        else:
+            assert row["record"] == "(beyond your clearance: metadata only)"
+            name = label(record)
+            assert not any(name in t for t in shown), f"the label of {row['id']} reached the page"
+    # The records the clearance does not see are absent, ids included.
+    for rid in hidden:
+        if mine[rid] is Verdict.HIDDEN:
+            assert not any(rid in t for t in shown)
+
+
+def test_the_trust_context_is_kept_across_simulator_what_if_selector_and_graph() -> None:
+    """One simulated context for the session: set on one page, it is the next page's (what-if's
+    context A), changed there it comes back; each page's other settings are kept as left."""
+    at = AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT).run()
+
+    def navigate(page_file: str) -> None:
+        # As the sidebar does in the browser: the next page at its bare address (AppTest's
+        # switch_page keeps the previous page's query, which a browser's navigation drops).
+        at.switch_page(page_file)
+        at.query_params.clear()
+        at.run()
+        no_exception(at)
+
+    navigate("app_pages/simulator.py")
+    at.select_slider(key="sim_max_sensitivity").set_value("high").run()
+    at.multiselect(key="sim_scopes").set_value(["infra-ops"]).run()
+    at.text_input(key="sim_task").set_value("rotate a secret").run()
+    no_exception(at)
+    navigate("app_pages/what_if.py")
+    assert at.select_slider(key="wa_max_sensitivity").value == "high"
+    assert at.multiselect(key="wa_scopes").value == ["infra-ops"]
+    assert "a_max_sensitivity" not in at.query_params  # a bare address stays bare until a change...
+    at.select_slider(key="wa_max_sensitivity").set_value("low").run()
+    assert at.query_params["a_max_sensitivity"] in ("low", ["low"])  # ...then the URL holds the state
+    navigate("app_pages/selector.py")
+    assert at.select_slider(key="sel_max_sensitivity").value == "low"
+    assert at.multiselect(key="sel_scopes").value == ["infra-ops"]
+    navigate("app_pages/graph.py")
+    assert at.select_slider(key="gr_max_sensitivity").value == "low"
+    assert at.multiselect(key="gr_scopes").value == ["infra-ops"]
+    navigate("app_pages/simulator.py")
+    assert at.select_slider(key="sim_max_sensitivity").value == "low"
+    assert at.text_input(key="sim_task").value == "rotate a secret"  # the page as it was left
+    # A link naming a context wins over the session's.
+    at.switch_page("app_pages/what_if.py")
+    at.query_params.clear()
+    at.query_params.update({"a_max_sensitivity": "public"})
+    at.run()
+    assert at.select_slider(key="wa_max_sensitivity").value == "public"
+
+
 # ---------------------------------------------------------------------------- what-if
 
 
@@ -241,6 +379,36 @@ def test_what_if_lists_records_whose_verdict_changes(engine: Membrane) -> None:
     rows = at.dataframe[-1].value
     assert (rows["A"] == "full").all() and (rows["B"] == "hidden").all()
     assert rows["why under B"].str.contains("not in \\[project-alpha\\]: hidden").all()
+
+
+def test_what_if_shows_the_rule_that_changed_the_verdict_in_full(engine: Membrane) -> None:
+    """Each changed record's "why" is the engine's own reason, whole (a long scope list is not
+    cut), and a selected row spells out the rule under A and under B."""
+    scopes = sorted(engine.scopes())
+    assert len(scopes) >= 4
+    kept = scopes[:-1]  # B drops one scope: its records go from full to hidden
+    at = page("what_if")
+    at.query_params.update({"a_max_sensitivity": "high", "a_scopes": "", "b_max_sensitivity": "high",
+                            "b_scopes": ",".join(kept)})
+    at.run()
+    no_exception(at)
+    b = TrustContext(max_sensitivity="high", authenticated=True, actor_id="agent-1", scopes=kept)
+    rows = at.dataframe[-1].value
+    assert len(rows) > 0
+    for _, row in rows.iterrows():
+        reasons = engine.explain(row["id"], b).reasons
+        decisive = [r for r in reasons if r.endswith(": hidden")]
+        assert row["B"] == "hidden" and decisive
+        assert row["why under B"] == "; ".join(decisive)  # whole: the engine's words, nothing cut
+        assert row["rule that changed it"] == "under B: " + row["why under B"]  # B withholds it
+        assert len(row["why under B"]) > 60 and row["why under B"].endswith(f"not in [{', '.join(kept)}]: hidden")
+    # Selecting a row spells the rule out beside the record.
+    at.session_state["wi_rows_0_all"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+    at.run()
+    no_exception(at)
+    first = rows.iloc[0]
+    assert f"Under B (hidden): {first['why under B']}" in [t.value for t in at.text]
+    assert any(t.value.startswith("Under A (full): ") for t in at.text)
 
 
 def test_what_if_identical_contexts_have_no_changes() -> None:

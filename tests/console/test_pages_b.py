@@ -176,6 +176,16 @@ def test_selector_shows_engine_signals_and_needs_more_follows_the_threshold(stor
     assert dict(zip(frame["id"], frame["score"])) == pytest.approx(selection.scores)
     assert list(frame["id"]) == [s.record_id for s in selection.signals]
     assert {"applicability", "success", "recency", "score"} <= set(trace_names(at))
+    # Candidates are named by what they say (skill name, plan intent), the id beside, never on the axis.
+    from membrane_engine.labels import label
+
+    seen = {r.id: label(r) for r in selection.selected}  # as the context gets them: redacted ones unnamed
+    assert list(frame["record"]) == [seen[s.record_id] for s in selection.signals]
+    assert "redacted competence record" in set(frame["record"])
+    axis = [y for spec in charts(at).values() for y in spec["data"][0]["y"]]
+    assert axis and all(re.match(r"\d+\. ", y) for y in axis)
+    assert axis[0].startswith("1. " + seen[selection.signals[0].record_id][:30])
+    assert not any(s.record_id[:8] in y for s in selection.signals for y in axis)
 
     def badge() -> str:
         found = [v for v in texts(at.markdown).splitlines() if "-badge[" in v]
@@ -307,11 +317,13 @@ def test_curate_destructive_needs_confirmation_and_engine_errors_are_shown(store
     m = fresh(store)
     episodic = next(r for r in m.retrieve_by_type("episodic", TrustContext(max_sensitivity="hyper")))
     at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
-    at.query_params["id"] = episodic.id
     ok(at.run())
-    at.selectbox(key="curate_op").set_value("retract")
+    ok(at.selectbox(key="curate_op").set_value("retract").run())
+    pick(at, "curate", episodic.id)
     ok(at.text_area(key="curate_rationale").set_value("wrong").run())
-    assert "EpisodicImmutableError" in texts(at.error)
+    errors = unescaped(texts(at.error))
+    assert "episodic records cannot be retracted." in errors  # the engine's words, as a sentence
+    assert "Error" not in errors  # never a class name (EpisodicImmutableError)
     assert not [b for b in at.button if b.key == "curate_apply"]
 
     rid = pinned_free_record(store)
@@ -325,12 +337,45 @@ def test_curate_destructive_needs_confirmation_and_engine_errors_are_shown(store
     assert fresh(store).get(rid).salience == 0.0
 
 
+def test_curate_resets_its_selection_after_apply_and_when_the_operation_changes(store):
+    """Issue 22: the record chosen for one operation is never the target of the next one."""
+    rid = pinned_free_record(store)
+    at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
+    at.query_params["id"] = rid  # a link chooses it for the harmless default (reinforce)
+    ok(at.run())
+    assert at.multiselect(key="curate_ids").value == [rid]
+    # The picker names the record by what it says and its type; the id is in the help.
+    m = fresh(store)
+    from membrane_engine.labels import label
+
+    assert at.multiselect(key="curate_ids").format_func(rid) == f"{label(m.get(rid), 70)} · {m.get(rid).type.value}"
+    assert rid in unescaped(at.multiselect(key="curate_ids").help)
+    # Switching to a destructive operation drops the choice (and the link's id).
+    ok(at.selectbox(key="curate_op").set_value("retract").run())
+    assert at.multiselect(key="curate_ids").value == []
+    assert "id" not in at.query_params
+    assert not [b for b in at.button if b.key == "curate_apply"]
+    # Chosen again and applied: the selection, rationale and confirmation are cleared.
+    pick(at, "curate", rid)
+    ok(at.text_area(key="curate_rationale").set_value("wrong").run())
+    ok(at.checkbox(key="curate_confirm").check().run())
+    ok(at.button(key="curate_apply").click().run())
+    assert "Retract done" in texts(at.success)
+    assert at.multiselect(key="curate_ids").value == []
+    assert at.text_area(key="curate_rationale").value == ""
+    assert not [b for b in at.button if b.key == "curate_apply"]  # nothing chosen: no preview, no Apply
+    # The outcome stays until the operation changes.
+    ok(at.selectbox(key="curate_op").set_value("pin").run())
+    assert "Retract done" not in texts(at.success)
+    assert fresh(store).audit_log(rid)[-1].action.value == "delete"  # only the one retract was written
+
+
 def test_curate_fork_uses_the_prefilled_json_with_a_fresh_id(store):
     rid = pinned_free_record(store)
     at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
-    at.query_params["id"] = rid
     ok(at.run())
-    at.selectbox(key="curate_op").set_value("fork")
+    ok(at.selectbox(key="curate_op").set_value("fork").run())
+    pick(at, "curate", rid)
     ok(at.text_area(key="curate_rationale").set_value("a variant").run())
     doc = json.loads(at.text_area(key="curate_json").value)
     assert doc["id"] != rid and "audit_log" not in doc
@@ -406,7 +451,7 @@ def test_export_of_a_filter_produces_the_right_count(store, fmt):
     at.multiselect(key="ie_scopes").set_value(["infra-ops"])
     ok(at.radio(key="ie_format").set_value(fmt).run())
     ok(at.button(key="ie_prepare").click().run())
-    assert f"Export ready: {len(wanted)} record(s)" in texts(at.success)
+    assert f"Export ready: {len(wanted):,} records" in texts(at.success) and len(wanted) > 1
     path = Path(at.session_state["ie_export"]["path"])
     text = path.read_text()
     docs = json.loads(text) if fmt == "json" else [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -416,7 +461,7 @@ def test_export_of_a_filter_produces_the_right_count(store, fmt):
 def test_export_of_the_whole_store_and_of_pasted_ids(store):
     at = page("import_export")
     ok(at.button(key="ie_prepare").click().run())
-    assert "Export ready: 221 record(s)" in texts(at.success)
+    assert "Export ready: 221 records" in texts(at.success)
 
     ids = fresh(store).ids()[:3]
     ok(at.radio(key="ie_what").set_value("Ids").run())
@@ -424,7 +469,7 @@ def test_export_of_the_whole_store_and_of_pasted_ids(store):
     assert "not in the store" in texts(at.warning)
     assert "Export ready" not in texts(at.success)  # the earlier file no longer matches the selection
     ok(at.button(key="ie_prepare").click().run())
-    assert "Export ready: 3 record(s)" in texts(at.success)
+    assert "Export ready: 3 records" in texts(at.success)
 
 
 def test_a_new_export_replaces_the_sessions_previous_one_and_a_failed_one_leaves_nothing(store, monkeypatch):
@@ -506,9 +551,9 @@ def test_curate_delete_then_restore_from_the_archive(store):
     m = fresh(store)
     assert m.get(rid).lifecycle.deletion_policy.value != "never"
     at = AppTest.from_file(str(PAGES / "curate.py"), default_timeout=TIMEOUT)
-    at.query_params["id"] = rid
     ok(at.run())
-    at.selectbox(key="curate_op").set_value("delete")
+    ok(at.selectbox(key="curate_op").set_value("delete").run())
+    pick(at, "curate", rid)
     ok(at.text_area(key="curate_rationale").set_value("obsolete").run())
     assert at.button(key="curate_apply").disabled
     ok(at.checkbox(key="curate_confirm").check().run())

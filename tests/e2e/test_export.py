@@ -26,7 +26,7 @@ def test_export_tab_prepares_a_download_of_the_whole_store(console, sample_store
     con.act(lambda: prepare.click())  # again, as JSON Lines: replaces the first file
     con.screenshot("sample-export-prepared")
     con.assert_healthy()
-    assert con.page.locator("[data-testid=stAlert]", has_text=f"Export ready: {len(ids)} record(s)").count() == 1
+    assert con.page.locator("[data-testid=stAlert]", has_text=f"Export ready: {len(ids):,} record{'' if len(ids) == 1 else 's'},").count() == 1
     download = con.page.get_by_role("button", name="Download membrane_export.jsonl")
     with con.page.expect_download() as caught:  # the file is made on click (a deferred download)
         download.click()

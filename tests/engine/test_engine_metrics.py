@@ -113,3 +113,41 @@ def test_audit_counts_follow_writes_by_this_and_other_processes(mem, store_url):
         assert later == compute_metrics(mem.store, mem.columns.current(), T0)  # counted in full
     finally:
         other.close()
+
+
+def test_metrics_at_a_past_instant_count_only_what_existed_then(mem):
+    """An instant in the past counts the records created by then and the audit entries written by
+    then, not the ones that came later (issue 22: "as of" counted everything)."""
+    mem.import_records(STORE)
+    mem.reinforce("d", "op", "used")  # written at T0, after the instant below
+    past = ago(4 * DAY)
+    got = mem.metrics(as_of=past)
+    existed = [r for r in STORE if r["created_at"] <= iso(past)]
+    assert {r["id"] for r in existed} == {"c", "f", "h", "i", "j"}
+    assert got["total_records"] == len(existed) == 5
+    assert got["records_by_type"]["plan_graph"] == 2 and got["records_by_type"]["semantic"] == 0
+    assert got["pinned_records"] == 3  # f, h, i (g, a, b, e came later)
+    assert got["avg_confidence"] == pytest.approx((0.0 + 0.7 + 0.1 + 0.3 + 0.2) / 5)
+    assert got["competence_success_rate"] == 0.0  # d and e, the competences with performance, came later
+    assert got["total_audit_entries"] == 0  # every entry of this store is from the last hours
+    # Ninety minutes back: a and b's first three entries each, not the importer's (at T0).
+    mid = ago(90 * 60)
+    got = mem.metrics(as_of=mid)
+    assert got["total_records"] == 8  # all but e (an hour ago) and g (T0)
+    total, _ = mem.audit_query(until=mid, limit=1)
+    reinforces, _ = mem.audit_query(until=mid, action="reinforce", limit=1)
+    revisions = sum(mem.audit_query(until=mid, action=a, limit=1)[0] for a in ("revise", "fork", "merge"))
+    now = mem.metrics()
+    assert total == 6 < now["total_audit_entries"]
+    assert got["total_audit_entries"] == total
+    assert got["retrieval_usefulness"] == pytest.approx(reinforces / total) == pytest.approx(2 / 6)
+    assert got["revision_rate"] == pytest.approx(revisions / total) == pytest.approx(2 / 6)
+    assert now["retrieval_usefulness"] != got["retrieval_usefulness"]
+    # Before anything existed: nothing at all.
+    empty = mem.metrics(as_of=ago(1000 * DAY))
+    assert empty["total_records"] == 0 and empty["total_audit_entries"] == 0
+    # The overview's breakdown agrees with the metrics at that instant.
+    from membrane_engine.metrics import store_breakdown
+
+    breakdown = store_breakdown(mem.columns.current(), past)
+    assert breakdown["total"] == 5 and sum(breakdown["by_scope"].values()) == 5
