@@ -268,6 +268,91 @@ def audit_actors(membrane: "Membrane", clearance: TrustContext, limit: int = 500
         return [r.actor for r in conn.execute(q)]
 
 
+# --------------------------------------------------------------------------- a record's past
+
+
+def _seen_in_full(membrane: "Membrane", record_id: str, clearance: TrustContext) -> bool:
+    """Does ``clearance`` see the live record in full now? NotFoundError when it does not see
+    it at all (as if absent)."""
+    record = membrane.get(record_id)
+    verdict = verdict_of(record.sensitivity, record.scope, clearance)
+    if verdict is Verdict.HIDDEN:
+        raise NotFoundError(record_id)
+    return verdict is Verdict.FULL
+
+
+def _label_times(membrane: "Membrane", record_id: str) -> tuple[list[Any], list[tuple[float, tuple[str, str]]]]:
+    """The record's versions and the labels (sensitivity, scope) it had from each instant on,
+    oldest first: the first item is its labels from its creation."""
+    record = membrane.get(record_id)
+    versions = membrane.history(record_id)
+    labels = (record.sensitivity.value, record.scope)
+    after: list[tuple[str, str]] = []
+    for v in reversed(versions):  # undo from today's labels
+        after.append(labels)
+        labels = (str(v.changes["sensitivity"][0]) if "sensitivity" in v.changes else labels[0],
+                  str(v.changes["scope"][0] or "") if "scope" in v.changes else labels[1])
+    after.reverse()
+    times = [(to_epoch(record.created_at), labels)] + [(to_epoch(v.timestamp), a) for v, a in zip(versions, after)]
+    return versions, times
+
+
+def history(membrane: "Membrane", record_id: str, clearance: TrustContext) -> list[Any]:
+    """``Membrane.history`` through a clearance: nothing for a record it does not see in full
+    (NotFoundError when it does not see it at all); a version whose labels before or after
+    were beyond the clearance is ``withheld``: its time and action stay, who, why and the
+    values it changed do not."""
+    clearance = as_trust(clearance, "clearance")
+    if not _seen_in_full(membrane, record_id, clearance):
+        return []
+    versions, times = _label_times(membrane, record_id)
+    out = []
+    for k, v in enumerate(versions):
+        ok = all(verdict_of(*times[j][1], clearance) is Verdict.FULL for j in (k, k + 1))
+        out.append(v if ok else replace(v, actor=WITHHELD, rationale=WITHHELD, changes={}, withheld=True))
+    return out
+
+
+def record_at(membrane: "Membrane", record_id: str, when: datetime, clearance: TrustContext) -> MemoryRecord | None:
+    """``Membrane.record_at`` through a clearance: the record as it was, shown as its labels
+    *then* let the clearance see it (whole, redacted, or None), its audit log up to then with
+    withheld versions masked. None for a record the clearance does not see in full now."""
+    clearance = as_trust(clearance, "clearance")
+    if not _seen_in_full(membrane, record_id, clearance):
+        return None
+    past = membrane.record_at(record_id, when)
+    if past is None:
+        return None
+    out = shown(past, clearance)
+    if out is None or out.redacted:
+        return out
+    versions = history(membrane, record_id, clearance)
+    out.audit_log = [e if k >= len(versions) or not versions[k].withheld
+                     else e.model_copy(update={"actor": WITHHELD, "rationale": WITHHELD})
+                     for k, e in enumerate(out.audit_log)]
+    return out
+
+
+def salience_history(membrane: "Membrane", record_id: str, times: list[datetime], clearance: TrustContext
+                     ) -> list[float | None]:
+    """``Membrane.salience_history`` through a clearance: None at every instant for a record it
+    does not see in full now, and at the instants when the record's labels then were beyond
+    it (a redacted view withholds the lifecycle)."""
+    clearance = as_trust(clearance, "clearance")
+    values = membrane.salience_history(record_id, times)
+    if not _seen_in_full(membrane, record_id, clearance):
+        return [None] * len(values)
+    _, spans = _label_times(membrane, record_id)
+    starts = [t for t, _ in spans]
+    import bisect
+
+    out = []
+    for when, value in zip(times, values):
+        k = max(0, bisect.bisect_right(starts, to_epoch(when)) - 1)
+        out.append(value if verdict_of(*spans[k][1], clearance) is Verdict.FULL else None)
+    return out
+
+
 # --------------------------------------------------------------------------- who looked
 
 
@@ -319,5 +404,5 @@ def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record
 
 
 __all__ = ["ACCESS_LOG_LEVEL_ENV", "Access", "WITHHELD", "access_log_level", "accesses", "archived_ids", "audit_actors",
-           "audit_query", "audit_rows", "explain", "log_access", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
+           "audit_query", "audit_rows", "explain", "history", "record_at", "salience_history", "log_access", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
            "view", "visible_condition"]

@@ -25,7 +25,7 @@ import numpy as np
 
 from .audit import AuditRow
 from .salience import columns_of, salience_at
-from .schema import AuditAction, MemoryRecord, RevisionStatus, SemanticPayload, Sensitivity, to_epoch
+from .schema import AuditAction, MemoryRecord, Relation, RevisionStatus, SemanticPayload, Sensitivity, to_epoch
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,38 @@ class Version:
     actor: str
     rationale: str
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # field -> (before, after)
+    kind: str = ""  # what the change was, in words (``kind_of``)
+    withheld: bool = False  # through a clearance: its labels then were beyond it (content withheld)
 
     @property
     def is_retract(self) -> bool:
         # A retract is written as Membrane's "delete" action on a record that stays in the store.
         return self.action == AuditAction.DELETE and self.rationale.startswith("retracted:")
+
+
+RESTORED_VERSION = "restored the version of "
+
+
+def kind_of(action: AuditAction | str, rationale: str, details: dict[str, Any] | None) -> str:
+    """An audit entry's change in words, one of the console's action names: Membrane's actions
+    (create, reinforce, revise, fork, merge, delete) with the operations written under them told
+    apart: a ``delete`` whose record stays is a "retract", a ``decay`` entry a "penalize", a
+    ``revise`` that pins, unpins, restores from the archive or restores a version says so."""
+    action = AuditAction(action).value if not isinstance(action, AuditAction) else action.value
+    details = details or {}
+    changed = _changes(details)
+    if action == "delete":
+        return "retract" if rationale.startswith("retracted:") else "delete"
+    if action == "decay":
+        return "penalize"
+    if action == "revise":
+        if rationale.startswith(RESTORED_VERSION):
+            return "restore version"
+        if "pinned" in changed:
+            return "pin" if changed["pinned"][1] else "unpin"
+        if details.get("restored"):
+            return "restore"
+    return action
 
 
 @dataclass(frozen=True)
@@ -65,7 +92,8 @@ def _changes(details: dict[str, Any] | None) -> dict[str, tuple[Any, Any]]:
 def versions(rows: list[AuditRow]) -> list[Version]:
     """The record's changes, oldest first."""
     return [Version(r.position, r.entry.timestamp, r.entry.action, r.entry.actor, r.entry.rationale,
-                    _changes(r.details)) for r in sorted(rows, key=lambda r: r.position)]
+                    _changes(r.details), kind_of(r.entry.action, r.entry.rationale, r.details))
+            for r in sorted(rows, key=lambda r: r.position)]
 
 
 def segments(record: MemoryRecord, anchor: tuple[float, float], rows: list[AuditRow]) -> list[Segment]:
@@ -171,8 +199,13 @@ def _undo(record: MemoryRecord, changed: dict[str, tuple[Any, Any]], details: di
     if isinstance(payload, SemanticPayload) and payload.revision is not None:
         if "status" in changed and changed["status"][0] is not None:
             payload.revision.status = RevisionStatus(changed["status"][0])
-        if "superseded_by" in details:
+        if "superseded_by" in changed:  # a restored version: what it was before
+            payload.revision.superseded_by = changed["superseded_by"][0]
+        elif "superseded_by" in details:  # a supersede: the record had no successor before
             payload.revision.superseded_by = None
+    if "relations" in changed:  # a restored version: the relations it replaced
+        record.relations = [Relation.model_validate(x) for x in changed["relations"][0]]
+        return
     relation = details.get("relation")
     if isinstance(relation, dict):
         record.relations = [x for x in record.relations
