@@ -19,6 +19,7 @@ import math
 import os
 from dataclasses import dataclass, replace
 from datetime import datetime
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, func, or_, select
@@ -26,7 +27,7 @@ from sqlalchemy import and_, func, or_, select
 from .audit import AuditRow, _row_to_audit, filter_conditions
 from .errors import NotFoundError, ValidationError
 from .retrieval import Explanation, RetrieveRequest, Simulation
-from .schema import UTC, MemoryRecord, Sensitivity, check_id, sensitivity_level, to_epoch
+from .schema import UTC, MemoryRecord, Sensitivity, check_id, check_instant, sensitivity_level, to_epoch
 from .storage.store import access_log, archive, audit_entries, records
 from .trust import TrustContext, Verdict, as_trust, covers, decide, gate_as_read, narrowest, stricter
 
@@ -333,24 +334,47 @@ def record_at(membrane: "Membrane", record_id: str, when: datetime, clearance: T
     return out
 
 
-def salience_history(membrane: "Membrane", record_id: str, times: list[datetime], clearance: TrustContext
-                     ) -> list[float | None]:
-    """``Membrane.salience_history`` through a clearance: None at every instant for a record it
-    does not see in full now, and at the instants when the record's labels then were beyond
-    it (a redacted view withholds the lifecycle)."""
-    clearance = as_trust(clearance, "clearance")
-    values = membrane.salience_history(record_id, times)
-    if not _seen_in_full(membrane, record_id, clearance):
-        return [None] * len(values)
-    _, spans = _label_times(membrane, record_id)
-    starts = [t for t, _ in spans]
+def past_curve(membrane: "Membrane", record_id: str, clearance: TrustContext
+               ) -> Callable[[list[datetime]], list[float | None]]:
+    """The record's true past salience as ``clearance`` may see it, as a function of instants
+    (the record and its trail read once): None at every instant for a record it does not see in
+    full now, and at the instants when the record's labels then were beyond it (a redacted view
+    withholds the lifecycle)."""
     import bisect
 
-    out = []
-    for when, value in zip(times, values):
-        k = max(0, bisect.bisect_right(starts, to_epoch(when)) - 1)
-        out.append(value if verdict_of(*spans[k][1], clearance) is Verdict.FULL else None)
-    return out
+    from . import history as past
+
+    clearance = as_trust(clearance, "clearance")
+    if not _seen_in_full(membrane, record_id, clearance):
+        return lambda times: [None] * len(times)
+    record, anchor, rows = membrane._with_trail(record_id)
+    _, spans = _label_times(membrane, record_id)
+    starts = [t for t, _ in spans]
+    seen = [verdict_of(*labels, clearance) is Verdict.FULL for _, labels in spans]
+
+    def curve(times: list[datetime]) -> list[float | None]:
+        values = past.salience_history(record, anchor, rows, times)
+        return [v if seen[max(0, bisect.bisect_right(starts, to_epoch(t)) - 1)] else None
+                for t, v in zip(times, values)]
+
+    return curve
+
+
+def salience_history(membrane: "Membrane", record_id: str, times: list[datetime], clearance: TrustContext
+                     ) -> list[float | None]:
+    """``Membrane.salience_history`` through a clearance (``past_curve``)."""
+    membrane.salience_history(record_id, [])  # the engine's checks of the id
+    times = [check_instant(t, "times") for t in times]
+    return past_curve(membrane, record_id, clearance)(times)
+
+
+def time_below(membrane: "Membrane", record_id: str, threshold: float, start: datetime, end: datetime,
+               clearance: TrustContext) -> datetime | None:
+    """When the record's true past (and future) salience first drops below ``threshold`` in
+    [start, end], as ``clearance`` may see it (``history.first_below`` over ``past_curve``)."""
+    from . import history as past
+
+    return past.first_below(past_curve(membrane, record_id, clearance), threshold, start, end)
 
 
 # --------------------------------------------------------------------------- who looked
@@ -404,5 +428,5 @@ def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record
 
 
 __all__ = ["ACCESS_LOG_LEVEL_ENV", "Access", "WITHHELD", "access_log_level", "accesses", "archived_ids", "audit_actors",
-           "audit_query", "audit_rows", "explain", "history", "record_at", "salience_history", "log_access", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
+           "audit_query", "audit_rows", "explain", "history", "past_curve", "record_at", "salience_history", "time_below", "log_access", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
            "view", "visible_condition"]

@@ -17,6 +17,7 @@ never above ``max(1, before)``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,7 +26,7 @@ import numpy as np
 
 from .audit import AuditRow
 from .salience import columns_of, salience_at
-from .schema import AuditAction, MemoryRecord, Relation, RevisionStatus, SemanticPayload, Sensitivity, to_epoch
+from .schema import UTC, AuditAction, MemoryRecord, Relation, RevisionStatus, SemanticPayload, Sensitivity, to_epoch
 
 
 @dataclass(frozen=True)
@@ -210,3 +211,32 @@ def _undo(record: MemoryRecord, changed: dict[str, tuple[Any, Any]], details: di
     if isinstance(relation, dict):
         record.relations = [x for x in record.relations
                             if not (x.predicate == relation.get("predicate") and x.target_id == relation.get("target_id"))]
+
+
+def first_below(values_at: Callable[[list[datetime]], list[float | None]], threshold: float, start: datetime,
+                end: datetime, steps: int = 2048) -> datetime | None:
+    """The first instant in [start, end] at which ``values_at`` (a past salience curve, e.g.
+    ``salience_history`` for one record) is below ``threshold``: found on a grid, refined by
+    bisection (a drop at a retract or penalize is found at its instant). None when it stays at
+    or above it; instants without a value (before creation, archived, withheld) are not below."""
+    t0, t1 = to_epoch(start), to_epoch(end)
+    grid = np.linspace(t0, t1, steps)
+
+    def below(ts: np.ndarray) -> np.ndarray:
+        got = values_at([datetime.fromtimestamp(float(t), UTC) for t in ts])
+        return np.array([v is not None and v < threshold for v in got], dtype=bool)
+
+    hits = np.flatnonzero(below(grid))
+    if not len(hits):
+        return None
+    i = int(hits[0])
+    if i == 0:
+        return start
+    lo, hi = float(grid[i - 1]), float(grid[i])
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if below(np.array([mid]))[0]:
+            hi = mid
+        else:
+            lo = mid
+    return datetime.fromtimestamp(hi, UTC)

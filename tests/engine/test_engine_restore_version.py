@@ -211,3 +211,17 @@ def test_each_version_is_decided_on_its_own_labels(mem: Membrane, clock: Clock) 
     everything = TrustContext(max_sensitivity="hyper")
     assert not any(v.withheld for v in gate.history(mem, "s", everything))
     assert gate.salience_history(mem, "s", [day(1.5)], everything) == pytest.approx([2 ** -1.5])
+
+
+def test_time_below_follows_the_true_past(mem: Membrane, clock: Clock) -> None:
+    curated(mem, clock)
+    clock.at(6)
+    seen = TrustContext(max_sensitivity="hyper")
+    # After the unpin (day 4, 0.175) it decays below 0.1 at day 4 + log2(1.75); the retract
+    # (day 5) drops it below 0.05 at once. Today's anchor (0 since day 5) says "below from the start".
+    got = gate.time_below(mem, "r", 0.1, day(0.5), day(6), seen)
+    assert abs((got - day(4 + 0.8073549220576041)).total_seconds()) < 1
+    got = gate.time_below(mem, "r", 0.05, day(0.5), day(6), seen)
+    assert abs((got - day(5)).total_seconds()) < 1
+    assert gate.time_below(mem, "r", 0.01, day(0.5), day(4.9), seen) is None
+    assert gate.time_below(mem, "r", 0.1, day(0.5), day(6), LOW) is None  # redacted now: nothing

@@ -1,0 +1,170 @@
+"""Page tests (AppTest) for a record's past: the decay page's true past curve, the audit page's
+before/after values, links and retracts, and the record detail's history with "restore this
+version". The store is built with a clock in the past, so the console (on the real clock)
+reads a record that was reinforced and retracted days ago."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from membrane_engine import Membrane
+from membrane_engine.labels import label
+from membrane_engine.operators import Operator, Role
+
+from console.components.chart_safety import plot_text
+from console.components.words import ACTION_COLORS
+from session_kit import sign_in
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = ROOT / "console" / "app_pages"
+UTC = timezone.utc
+DAY = 86400
+TIMEOUT = 60
+RID = "7d1f0c2e-5b8a-4c3d-9e61-0a2b3c4d5e6f"
+OTHER = "8e2a1d3f-6c9b-4d4e-8f72-1b3c4d5e6f70"
+# Midnight six days ago: the record is created then, reinforced two days later, retracted a
+# day after that (the console reads it on the real clock, today).
+T0 = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=6)
+
+
+def doc(rid: str, subject: str, sensitivity: str = "low", scope: str = "") -> dict:
+    t = T0.isoformat().replace("+00:00", "Z")
+    return {"id": rid, "type": "semantic", "sensitivity": sensitivity, "confidence": 0.9, "salience": 1.0,
+            "scope": scope, "tags": ["a"], "created_at": t, "updated_at": t,
+            "lifecycle": {"decay": {"curve": "exponential", "half_life_seconds": DAY, "min_salience": 0.0,
+                                    "max_age_seconds": 0, "reinforcement_gain": 0.1},
+                          "pinned": False, "deletion_policy": "auto_prune"},
+            "provenance": {"sources": []}, "relations": [],
+            "payload": {"kind": "semantic", "subject": subject, "predicate": "runs on", "object": "postgres 16",
+                        "validity": {"mode": "global"}}}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """RID: created at T0 (S 1, half-life a day), reinforced at T0 + 2 d (0.25 -> 0.35),
+    retracted at T0 + 3 d (0.175 -> 0). OTHER: reclassified low -> medium at T0 + 1 d."""
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    clock = Clock()
+    m = Membrane.open(url, load_sample=False, clock=clock)
+    m.import_records([doc(RID, "billing service"), doc(OTHER, "search service")])
+    clock.now = T0 + timedelta(days=1)
+    m.reclassify(OTHER, "operator:ann", "tighten", sensitivity="medium", scope="team", tags=["a", "b"])
+    clock.now = T0 + timedelta(days=2)
+    m.reinforce(RID, "operator:bob", "useful", gain=0.1)
+    clock.now = T0 + timedelta(days=3)
+    m.retract(RID, "operator:bob", "wrong host")
+    m.close()
+    monkeypatch.setenv("MEMBRANE_DB_URL", url)
+    st.cache_resource.clear()
+    yield url
+    st.cache_resource.clear()
+
+
+def run(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def page(name: str) -> AppTest:
+    return run(AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT))
+
+
+def numbers(data) -> list[float]:
+    if isinstance(data, dict) and "bdata" in data:
+        return np.frombuffer(base64.b64decode(data["bdata"]), dtype=np.dtype(data["dtype"])).tolist()
+    return [math.nan if v is None else v for v in data]
+
+
+def instants(data) -> list[datetime]:
+    return [pd.Timestamp(x).tz_localize(UTC).to_pydatetime() if pd.Timestamp(x).tzinfo is None
+            else pd.Timestamp(x).to_pydatetime() for x in data]
+
+
+def figure(at: AppTest) -> dict:
+    (el,) = at.get("plotly_chart")
+    return json.loads(el.proto.spec)
+
+
+def table(at: AppTest, *columns: str) -> pd.DataFrame:
+    for el in at.dataframe:
+        if all(c in el.value.columns for c in columns):
+            return el.value
+    raise AssertionError(f"no table with columns {columns}")
+
+
+def by_hand(t: datetime) -> float:
+    """S(t) of RID as it really was: from 1 at T0, 0.35 from the reinforce, 0 from the retract."""
+    d = (t - T0).total_seconds() / DAY
+    if d < 0:
+        return math.nan
+    if d < 2:
+        return 2 ** -d
+    if d < 3:
+        return 0.35 * 2 ** -(d - 2)
+    return 0.0
+
+
+# ----------------------------------------------------------------------------- decay
+
+
+def test_decay_past_curve_of_a_record_reinforced_and_retracted_inside_the_window(store):
+    at = page("decay")
+    start = T0 + timedelta(hours=12)
+    at.date_input(key="decay_start_date").set_value(start.date())
+    at.time_input(key="decay_start_time").set_value(start.time().replace(tzinfo=None))
+    at.select_slider(key="decay_horizon").set_value("1 week")
+    at.text_input(key="decay_query").set_value(RID[:13])
+    run(at)
+    at.multiselect(key="decay_ids").set_value([RID])
+    run(at)
+
+    m = Membrane.open(store, load_sample=False)
+    name = plot_text(label(m.get(RID), 40), 80)
+    m.close()
+    spec = figure(at)
+    line = next(t for t in spec["data"] if t.get("name") == name)  # named by what it says
+    assert RID in json.dumps(line.get("meta"))  # the id on hover
+    xs, ys = instants(line["x"]), numbers(line["y"])
+    assert len(xs) == len(ys) == 400 and abs((xs[0] - start).total_seconds()) < 1
+    expected = [by_hand(t) for t in xs]
+    assert np.allclose(ys, expected, atol=1e-6, equal_nan=True)
+    assert ys[0] == pytest.approx(2 ** -0.5)  # not 0 (today's anchor) and not 1
+    assert max(ys) == pytest.approx(2 ** -0.5)
+
+    marks = {t["name"]: t for t in spec["data"] if t.get("mode") == "markers"}
+    assert set(marks) == {"reinforce", "retract"}
+    assert marks["reinforce"]["marker"]["color"] == ACTION_COLORS["reinforce"]
+    assert marks["retract"]["marker"]["color"] == ACTION_COLORS["retract"]
+    (when,) = instants(marks["reinforce"]["x"])
+    assert abs((when - (T0 + timedelta(days=2))).total_seconds()) < 1
+    assert numbers(marks["reinforce"]["y"]) == pytest.approx([0.35])
+    assert numbers(marks["retract"]["y"]) == pytest.approx([0.0])
+    assert "retract</b> of" in marks["retract"]["text"][0] and "S 0.1750 → 0.0000" in marks["retract"]["text"][0]
+
+    row = table(at, "below at (UTC)").iloc[0]
+    assert row["id"] == RID
+    assert row["S(start)"] == pytest.approx(2 ** -0.5)
+    assert row["S(end)"] == pytest.approx(0.0)
+    # Below 0.1 at the retract (0.175 then), not "already below at the window start".
+    assert row["status"] == "drops below"
+    assert abs(row["below at (UTC)"].to_pydatetime().replace(tzinfo=UTC) - (T0 + timedelta(days=3))) < timedelta(seconds=1)
