@@ -221,7 +221,8 @@ def test_audit_filter_narrows_the_table_and_verification_reports_intact(store):
     rid, _ = reinforced_record(store)
     ok(at.text_input(key="audit_record").set_value(rid).run())
     frame = table(at, "seq", "rationale")
-    assert set(frame["record_id"]) == {rid} and set(frame["action"]) == {"reinforce"}
+    # Each record id links to the explorer.
+    assert set(frame["record_id"]) == {f"/records?id={rid}"} and set(frame["action"]) == {"reinforce"}
     assert "audit_timeline" in " ".join(charts(at).keys()) or at.get("plotly_chart")
 
     ok(at.button(key="audit_verify").click().run())

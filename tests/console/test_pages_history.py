@@ -168,3 +168,56 @@ def test_decay_past_curve_of_a_record_reinforced_and_retracted_inside_the_window
     # Below 0.1 at the retract (0.175 then), not "already below at the window start".
     assert row["status"] == "drops below"
     assert abs(row["below at (UTC)"].to_pydatetime().replace(tzinfo=UTC) - (T0 + timedelta(days=3))) < timedelta(seconds=1)
+
+
+# ----------------------------------------------------------------------------- audit
+
+
+def test_audit_names_a_retract_shows_before_and_after_and_links_each_record(store):
+    at = page("audit")
+    frame = table(at, "before", "after", "rationale")
+    mine = frame[frame["record_id"] == f"/records?id={RID}"]  # every id links to the explorer
+    assert len(mine) == len(frame[frame["record_id"].str.contains(RID)]) == 3
+    retract = mine[mine["rationale"].str.startswith("retracted:")].iloc[0]
+    assert retract["action"] == "retract"  # stored as delete; the record stays
+    assert retract["before"] == "salience: 0.175; status: active"
+    assert retract["after"] == "salience: 0; status: retracted"
+    reinforce = mine[mine["action"] == "reinforce"].iloc[0]
+    assert reinforce["before"] == "salience: 0.25" and reinforce["after"] == "salience: 0.35; gain: 0.1"
+    m = Membrane.open(store, load_sample=False)
+    assert set(mine["record"]) == {label(m.get(RID), 80)}  # records named by what they say
+    m.close()
+    other = frame[frame["record_id"] == f"/records?id={OTHER}"]
+    revise = other[other["action"] == "revise"].iloc[0]
+    assert revise["before"] == 'scope: ""; sensitivity: low; tags: ["a"]'
+    assert revise["after"] == 'scope: team; sensitivity: medium; tags: ["a", "b"]'
+    # The activity chart colours each action as every other chart does.
+    spec = next(json.loads(el.proto.spec) for el in at.get("plotly_chart") if "audit_activity" in el.proto.id)
+    assert {t["name"]: t["marker"]["color"] for t in spec["data"]} == {
+        name: ACTION_COLORS[name] for name in ("create", "reinforce", "revise", "delete")}
+
+
+def test_audit_timeline_and_csv_carry_before_and_after(store):
+    from console.components.audit_table import filtered_csv
+
+    at = page("audit")
+    at.text_input(key="audit_record").set_value(RID)
+    run(at)
+    spec = next(json.loads(el.proto.spec) for el in at.get("plotly_chart") if "audit_timeline" in el.proto.id)
+    marks = {t["name"]: t for t in spec["data"] if t.get("mode") == "markers"}
+    assert set(marks) == {"create", "reinforce", "retract"}
+    assert marks["retract"]["marker"]["color"] == ACTION_COLORS["retract"]
+    assert "0.175" in json.dumps(marks["retract"]["customdata"])
+
+    m = Membrane.open(store, load_sample=False)
+    m.reclassify(OTHER, "operator:ann", "=HYPERLINK(\"http://x\")", tags=["-1+1"])
+    text = filtered_csv(m, {"record_id": None}, lambda ids: {}).decode()
+    m.close()
+    got = pd.read_csv(__import__("io").StringIO(text), keep_default_na=False)
+    assert list(got.columns[:7]) == ["timestamp", "record_id", "record", "position", "action", "before", "after"]
+    retract = got[got["action"] == "retract"].iloc[0]
+    assert retract["record_id"] == RID and retract["after"] == "salience: 0; status: retracted"
+    formula = got[got["rationale"].str.contains("HYPERLINK")].iloc[0]
+    assert formula["rationale"].startswith("reclassified")  # the rationale text leads with the change
+    assert formula["after"] == "tags: [\"-1+1\"]" and formula["before"] == 'tags: ["a", "b"]'
+    assert not any(str(v).startswith(("=", "+", "-", "@")) for v in got.to_numpy().ravel())
