@@ -70,6 +70,10 @@ def kind_of(action: AuditAction | str, rationale: str, details: dict[str, Any] |
             return "pin" if changed["pinned"][1] else "unpin"
         if details.get("restored"):
             return "restore"
+        for start, kind in (("pinned at salience", "pin"), ("unpinned at salience", "unpin"),
+                            ("restored from archive:", "restore")):  # an entry read without its details
+            if rationale.startswith(start):
+                return kind
     return action
 
 

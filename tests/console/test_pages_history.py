@@ -221,3 +221,110 @@ def test_audit_timeline_and_csv_carry_before_and_after(store):
     assert formula["rationale"].startswith("reclassified")  # the rationale text leads with the change
     assert formula["after"] == "tags: [\"-1+1\"]" and formula["before"] == 'tags: ["a", "b"]'
     assert not any(str(v).startswith(("=", "+", "-", "@")) for v in got.to_numpy().ravel())
+
+
+# ----------------------------------------------------------------------------- record detail: history
+
+
+def detail_script() -> None:
+    """The record detail for the record named in the query string, as the explorer draws it."""
+    import streamlit as st
+
+    from console import state
+    from console.components.clearance import signed_in
+    from console.components.record_detail import render_record
+
+    operator = signed_in()
+    m = state.membrane()
+    record = m.view(st.query_params["id"], operator.clearance)
+    render_record(record, key="rx_detail")
+
+
+def detail(rid: str, operator: Operator) -> AppTest:
+    at = AppTest.from_function(detail_script, default_timeout=TIMEOUT)
+    sign_in(at, operator)
+    at.query_params["id"] = rid
+    return run(at)
+
+
+CURATOR = Operator(name="cory", role=Role.CURATOR, max_sensitivity="hyper")
+VIEWER = Operator(name="vic", role=Role.VIEWER, max_sensitivity="hyper")
+
+
+def test_history_lists_versions_shows_the_past_and_a_curator_restores_one(store):
+    at = detail(RID, CURATOR)
+    versions = table(at, "when (UTC)", "who", "before", "after")
+    assert list(versions["action"]) == ["create", "reinforce", "retract"]
+    retract = versions.iloc[2]
+    assert (retract["who"], retract["before"], retract["after"]) == \
+        ("operator:bob", "salience: 0.175; status: active", "salience: 0.0; status: retracted")
+    # The curve: 1 at creation, the reinforce and the retract as markers in their colours.
+    (el,) = [e for e in at.get("plotly_chart") if "hist_curve" in e.proto.id]
+    marks = {t["name"]: t for t in json.loads(el.proto.spec)["data"] if t.get("mode") == "markers"}
+    assert set(marks) == {"reinforce", "retract"}
+    assert marks["retract"]["marker"]["color"] == ACTION_COLORS["retract"]
+
+    # The record right after the reinforce: active, salience 0.35 then.
+    at.selectbox(key="rx_detail_hist_version").set_value(1)
+    run(at)
+    then = table(at, "field", "now", "changed")
+    row = then.set_index("field")
+    assert row.loc["status"].iloc[0] == "active" and row.loc["status", "now"] == "retracted"
+    assert float(row.loc["salience"].iloc[0]) == pytest.approx(0.35)
+
+    at.text_input(key="rx_detail_hist_why").set_value("the retract was a mistake")
+    run(at)
+    plan = table(at, "field", "before", "after", "changed")
+    assert plan.set_index("field").loc["status", "after"] == "active"
+    assert at.button(key="rx_detail_hist_restore").disabled  # not confirmed yet
+    at.checkbox(key="rx_detail_hist_confirm").check()
+    run(at)
+    at.button(key="rx_detail_hist_restore").click()
+    run(at)
+    assert any("Restored the version of" in s.value for s in at.success)
+
+    m = Membrane.open(store, load_sample=False)
+    try:
+        record = m.get(RID)
+        assert record.revision_status == "active"
+        assert record.salience == pytest.approx(0.35, abs=1e-3)  # S then, re-anchored seconds ago
+        last = m.audit_rows(RID)[-1]
+        assert last.entry.actor == "operator:cory" and last.details["version"].startswith((T0 + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M"))
+        assert last.details["salience"]["after"] == pytest.approx(0.35)
+        assert m.history(RID)[-1].kind == "restore version"
+        assert m.verify_audit() == []
+    finally:
+        m.close()
+
+
+def test_a_viewer_sees_the_history_but_no_restore(store):
+    at = detail(RID, VIEWER)
+    assert list(table(at, "when (UTC)", "who")["action"]) == ["create", "reinforce", "retract"]
+    assert not [b for b in at.button if b.key == "rx_detail_hist_restore"]
+    assert not [t for t in at.text_input if t.key == "rx_detail_hist_why"]
+    assert "Curators and admins can restore a version" in "\n".join(c.value for c in at.caption)
+
+
+def test_a_version_beyond_the_clearance_shows_no_content(store):
+    # OTHER: low until T0 + 1 d, medium in scope team since; now raised to high ("secret plan")
+    # and lowered back to medium. An operator cleared for medium in team sees it in full now,
+    # but not the changes into and out of high.
+    m = Membrane.open(store, load_sample=False)
+    m.reclassify(OTHER, "operator:ann", "secret plan", sensitivity="high")
+    m.reclassify(OTHER, "operator:ann", "declassified", sensitivity="medium")
+    m.close()
+    team = Operator(name="tea", role=Role.CURATOR, max_sensitivity="medium", scopes=["team"])
+    at = detail(OTHER, team)
+    versions = table(at, "when (UTC)", "who", "before", "after")
+    assert list(versions["action"]) == ["create", "revise", "revise", "revise"]
+    assert "sensitivity: low" in versions.iloc[1]["before"]  # low -> medium: both within the clearance
+    hidden = versions.iloc[2:]
+    assert set(hidden["before"]) == set(hidden["after"]) == {""}
+    assert set(hidden["why"]) == set(hidden["who"]) == {"(withheld: beyond your clearance)"}
+    page_text = json.dumps([e.value for e in at.dataframe], default=str) + "".join(str(c.value) for c in at.markdown)
+    assert "secret plan" not in page_text and "declassified" not in page_text
+    # A curator who sees it redacted today sees no history at all.
+    at = detail(OTHER, Operator(name="lou", role=Role.CURATOR, max_sensitivity="low"))
+    assert "history of a record you see redacted is withheld" in "".join(i.value for i in at.info)
+    assert not [d for d in at.dataframe if "who" in d.value.columns]
+    assert not [e for e in at.get("plotly_chart") if "hist_curve" in e.proto.id]
