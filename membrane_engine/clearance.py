@@ -19,6 +19,7 @@ import math
 import os
 from dataclasses import dataclass, replace
 from datetime import datetime
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, func, or_, select
@@ -26,7 +27,7 @@ from sqlalchemy import and_, func, or_, select
 from .audit import AuditRow, _row_to_audit, filter_conditions
 from .errors import NotFoundError, ValidationError
 from .retrieval import Explanation, RetrieveRequest, Simulation
-from .schema import UTC, MemoryRecord, Sensitivity, check_id, sensitivity_level, to_epoch
+from .schema import UTC, MemoryRecord, Sensitivity, check_id, check_instant, sensitivity_level, to_epoch
 from .storage.store import access_log, archive, audit_entries, records
 from .trust import TrustContext, Verdict, as_trust, covers, decide, gate_as_read, narrowest, stricter
 
@@ -268,6 +269,114 @@ def audit_actors(membrane: "Membrane", clearance: TrustContext, limit: int = 500
         return [r.actor for r in conn.execute(q)]
 
 
+# --------------------------------------------------------------------------- a record's past
+
+
+def _seen_in_full(membrane: "Membrane", record_id: str, clearance: TrustContext) -> bool:
+    """Does ``clearance`` see the live record in full now? NotFoundError when it does not see
+    it at all (as if absent)."""
+    record = membrane.get(record_id)
+    verdict = verdict_of(record.sensitivity, record.scope, clearance)
+    if verdict is Verdict.HIDDEN:
+        raise NotFoundError(record_id)
+    return verdict is Verdict.FULL
+
+
+def _label_times(membrane: "Membrane", record_id: str) -> tuple[list[Any], list[tuple[float, tuple[str, str]]]]:
+    """The record's versions and the labels (sensitivity, scope) it had from each instant on,
+    oldest first: the first item is its labels from its creation."""
+    record = membrane.get(record_id)
+    versions = membrane.history(record_id)
+    labels = (record.sensitivity.value, record.scope)
+    after: list[tuple[str, str]] = []
+    for v in reversed(versions):  # undo from today's labels
+        after.append(labels)
+        labels = (str(v.changes["sensitivity"][0]) if "sensitivity" in v.changes else labels[0],
+                  str(v.changes["scope"][0] or "") if "scope" in v.changes else labels[1])
+    after.reverse()
+    times = [(to_epoch(record.created_at), labels)] + [(to_epoch(v.timestamp), a) for v, a in zip(versions, after)]
+    return versions, times
+
+
+def history(membrane: "Membrane", record_id: str, clearance: TrustContext) -> list[Any]:
+    """``Membrane.history`` through a clearance: nothing for a record it does not see in full
+    (NotFoundError when it does not see it at all); a version whose labels before or after
+    were beyond the clearance is ``withheld``: its time and action stay, who, why and the
+    values it changed do not."""
+    clearance = as_trust(clearance, "clearance")
+    if not _seen_in_full(membrane, record_id, clearance):
+        return []
+    versions, times = _label_times(membrane, record_id)
+    out = []
+    for k, v in enumerate(versions):
+        ok = all(verdict_of(*times[j][1], clearance) is Verdict.FULL for j in (k, k + 1))
+        out.append(v if ok else replace(v, actor=WITHHELD, rationale=WITHHELD, changes={}, withheld=True))
+    return out
+
+
+def record_at(membrane: "Membrane", record_id: str, when: datetime, clearance: TrustContext) -> MemoryRecord | None:
+    """``Membrane.record_at`` through a clearance: the record as it was, shown as its labels
+    *then* let the clearance see it (whole, redacted, or None), its audit log up to then with
+    withheld versions masked. None for a record the clearance does not see in full now."""
+    clearance = as_trust(clearance, "clearance")
+    if not _seen_in_full(membrane, record_id, clearance):
+        return None
+    past = membrane.record_at(record_id, when)
+    if past is None:
+        return None
+    out = shown(past, clearance)
+    if out is None or out.redacted:
+        return out
+    versions = history(membrane, record_id, clearance)
+    out.audit_log = [e if k >= len(versions) or not versions[k].withheld
+                     else e.model_copy(update={"actor": WITHHELD, "rationale": WITHHELD})
+                     for k, e in enumerate(out.audit_log)]
+    return out
+
+
+def past_curve(membrane: "Membrane", record_id: str, clearance: TrustContext
+               ) -> Callable[[list[datetime]], list[float | None]]:
+    """The record's true past salience as ``clearance`` may see it, as a function of instants
+    (the record and its trail read once): None at every instant for a record it does not see in
+    full now, and at the instants when the record's labels then were beyond it (a redacted view
+    withholds the lifecycle)."""
+    import bisect
+
+    from . import history as past
+
+    clearance = as_trust(clearance, "clearance")
+    if not _seen_in_full(membrane, record_id, clearance):
+        return lambda times: [None] * len(times)
+    record, anchor, rows = membrane._with_trail(record_id)
+    _, spans = _label_times(membrane, record_id)
+    starts = [t for t, _ in spans]
+    seen = [verdict_of(*labels, clearance) is Verdict.FULL for _, labels in spans]
+
+    def curve(times: list[datetime]) -> list[float | None]:
+        values = past.salience_history(record, anchor, rows, times)
+        return [v if seen[max(0, bisect.bisect_right(starts, to_epoch(t)) - 1)] else None
+                for t, v in zip(times, values)]
+
+    return curve
+
+
+def salience_history(membrane: "Membrane", record_id: str, times: list[datetime], clearance: TrustContext
+                     ) -> list[float | None]:
+    """``Membrane.salience_history`` through a clearance (``past_curve``)."""
+    membrane.salience_history(record_id, [])  # the engine's checks of the id
+    times = [check_instant(t, "times") for t in times]
+    return past_curve(membrane, record_id, clearance)(times)
+
+
+def time_below(membrane: "Membrane", record_id: str, threshold: float, start: datetime, end: datetime,
+               clearance: TrustContext) -> datetime | None:
+    """When the record's true past (and future) salience first drops below ``threshold`` in
+    [start, end], as ``clearance`` may see it (``history.first_below`` over ``past_curve``)."""
+    from . import history as past
+
+    return past.first_below(past_curve(membrane, record_id, clearance), threshold, start, end)
+
+
 # --------------------------------------------------------------------------- who looked
 
 
@@ -319,5 +428,5 @@ def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record
 
 
 __all__ = ["ACCESS_LOG_LEVEL_ENV", "Access", "WITHHELD", "access_log_level", "accesses", "archived_ids", "audit_actors",
-           "audit_query", "audit_rows", "explain", "log_access", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
+           "audit_query", "audit_rows", "explain", "history", "past_curve", "record_at", "salience_history", "time_below", "log_access", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
            "view", "visible_condition"]

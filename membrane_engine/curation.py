@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Connection
 
-from . import audit
+from . import audit, history
 from .errors import AlreadyExistsError, EpisodicImmutableError, NotFoundError, ValidationError
 from .salience import PRUNE_THRESHOLD, anchor_of, columns_of, salience_at, salience_of
 from .schema import (
@@ -737,6 +737,79 @@ PLANNERS: dict[str, Callable[..., CurationPlan]] = {
 }
 
 
+# --------------------------------------------------------------------------- restore a version
+
+
+def plan_restore_version(v: _View, now: datetime, id: str, when: datetime, actor: str, rationale: str) -> CurationPlan:
+    """The record brought back to what it was at ``when`` (its version then, as its audit trail
+    reconstructs it: ``history.record_at``).
+
+    What a restore brings back is what curation changes in place: sensitivity, scope, tags,
+    pinned, the semantic revision status and successor, and relations (a contest's
+    ``contested_by``). Payload and confidence are never changed in place (a new text is a
+    supersede, a new record), so every version has the current ones. Salience: the version's
+    value S(when), re-anchored now (decay restarts from it, as after a reinforce or pin).
+
+    Refused: an episodic record (restoring its content is a revision, SPEC 6:
+    EpisodicImmutableError), an instant in the future, and an instant when the record did not
+    exist or sat in the archive. One ``revise`` entry names the version restored (its time in
+    ``details["version"]``, the last entry then in ``details["version_position"]``) and the
+    before/after of every field it changed."""
+    actor, rationale = _who(actor, rationale)
+    rid = _id(id)
+    when = _when(when, "when")
+    if when > now:
+        raise ValidationError(f"when must not be in the future (got {format_time(when)}, now {format_time(now)})",
+                              [("when", "in the future")])
+    rows, recs = _load(v, [rid])
+    _no_episodic(recs.values(), "restored to an earlier version")
+    row, record = rows[rid], recs[rid]
+    trail = audit.log_of(v.conn, rid)
+    past = history.record_at(_clone(record), _stored_anchor(row), trail, when)
+    if past is None:
+        raise ValidationError(f"record {rid!r} has no version at {format_time(when)}: it did not exist yet or "
+                              f"sat in the archive then", [("when", "no version then")])
+    after = _clone(record)
+    details: dict[str, Any] = {}
+    if past.sensitivity != record.sensitivity:
+        details["sensitivity"] = _changed(record.sensitivity.value, past.sensitivity.value)
+        after.sensitivity = past.sensitivity
+    if past.scope != record.scope:
+        details["scope"] = _changed(record.scope, past.scope)
+        after.scope = past.scope
+    if list(past.tags) != list(record.tags):
+        details["tags"] = _changed(list(record.tags), list(past.tags))
+        after.tags = list(past.tags)
+    if past.lifecycle.pinned != record.lifecycle.pinned:
+        details["pinned"] = _changed(record.lifecycle.pinned, past.lifecycle.pinned)
+        after.lifecycle.pinned = past.lifecycle.pinned
+    if _status(past) != _status(record):
+        details["status"] = _changed(_status(record), _status(past))
+        _revision(after).status = RevisionStatus(_status(past))
+    was = past.payload.revision.superseded_by if isinstance(past.payload, SemanticPayload) and past.payload.revision else None
+    now_by = record.payload.revision.superseded_by if isinstance(record.payload, SemanticPayload) and record.payload.revision else None
+    if was != now_by:
+        details["superseded_by"] = _changed(now_by, was)
+        _revision(after).superseded_by = was
+    if [r.model_dump(mode="json") for r in past.relations] != [r.model_dump(mode="json") for r in record.relations]:
+        details["relations"] = _changed([r.model_dump(mode="json") for r in record.relations],
+                                        [r.model_dump(mode="json") for r in past.relations])
+        after.relations = [r.model_copy() for r in past.relations]
+    s_now = salience_of(record, now, _stored_anchor(row))
+    details["salience"] = _changed(s_now, float(past.salience))
+    t = to_epoch(when)
+    before_then = [r.position for r in trail if to_epoch(r.entry.timestamp) <= t]
+    details["version"] = format_time(when)
+    details["version_position"] = before_then[-1] if before_then else None
+    b = _Builder("restore_version", now)
+    _update(b, row, record, after, float(past.salience))
+    b.entry(rid, AuditAction.REVISE, actor, f"{history.RESTORED_VERSION}{format_time(when)}: {rationale}", details)
+    return b.build()
+
+
+PLANNERS["restore_version"] = plan_restore_version
+
+
 # --------------------------------------------------------------------------- applying a plan
 
 
@@ -938,6 +1011,12 @@ class CurationMixin:
         """Ids in the archive (pruned or deleted), newest first."""
         with self.store.read() as conn:
             return self.store.archived_ids(conn)
+
+    def restore_version(self, id: str, when: datetime, actor: str, rationale: str) -> CurationPlan:
+        """Bring the record back to its version at ``when``: sensitivity, scope, tags, pinned,
+        revision status and relations as they were then, salience S(when) re-anchored now
+        (``plan_restore_version``); refused for episodic records."""
+        return self._curate("restore_version", id, when, actor, rationale)
 
     # ranking vectors of what an operation writes (SPEC 9) ------------------------------
 

@@ -17,6 +17,7 @@ never above ``max(1, before)``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,7 +26,7 @@ import numpy as np
 
 from .audit import AuditRow
 from .salience import columns_of, salience_at
-from .schema import AuditAction, MemoryRecord, RevisionStatus, SemanticPayload, Sensitivity, to_epoch
+from .schema import UTC, AuditAction, MemoryRecord, Relation, RevisionStatus, SemanticPayload, Sensitivity, to_epoch
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,42 @@ class Version:
     actor: str
     rationale: str
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # field -> (before, after)
+    kind: str = ""  # what the change was, in words (``kind_of``)
+    withheld: bool = False  # through a clearance: its labels then were beyond it (content withheld)
 
     @property
     def is_retract(self) -> bool:
         # A retract is written as Membrane's "delete" action on a record that stays in the store.
         return self.action == AuditAction.DELETE and self.rationale.startswith("retracted:")
+
+
+RESTORED_VERSION = "restored the version of "
+
+
+def kind_of(action: AuditAction | str, rationale: str, details: dict[str, Any] | None) -> str:
+    """An audit entry's change in words, one of the console's action names: Membrane's actions
+    (create, reinforce, revise, fork, merge, delete) with the operations written under them told
+    apart: a ``delete`` whose record stays is a "retract", a ``decay`` entry a "penalize", a
+    ``revise`` that pins, unpins, restores from the archive or restores a version says so."""
+    action = AuditAction(action).value if not isinstance(action, AuditAction) else action.value
+    details = details or {}
+    changed = _changes(details)
+    if action == "delete":
+        return "retract" if rationale.startswith("retracted:") else "delete"
+    if action == "decay":
+        return "penalize"
+    if action == "revise":
+        if rationale.startswith(RESTORED_VERSION):
+            return "restore version"
+        if "pinned" in changed:
+            return "pin" if changed["pinned"][1] else "unpin"
+        if details.get("restored"):
+            return "restore"
+        for start, kind in (("pinned at salience", "pin"), ("unpinned at salience", "unpin"),
+                            ("restored from archive:", "restore")):  # an entry read without its details
+            if rationale.startswith(start):
+                return kind
+    return action
 
 
 @dataclass(frozen=True)
@@ -65,7 +97,8 @@ def _changes(details: dict[str, Any] | None) -> dict[str, tuple[Any, Any]]:
 def versions(rows: list[AuditRow]) -> list[Version]:
     """The record's changes, oldest first."""
     return [Version(r.position, r.entry.timestamp, r.entry.action, r.entry.actor, r.entry.rationale,
-                    _changes(r.details)) for r in sorted(rows, key=lambda r: r.position)]
+                    _changes(r.details), kind_of(r.entry.action, r.entry.rationale, r.details))
+            for r in sorted(rows, key=lambda r: r.position)]
 
 
 def segments(record: MemoryRecord, anchor: tuple[float, float], rows: list[AuditRow]) -> list[Segment]:
@@ -171,9 +204,43 @@ def _undo(record: MemoryRecord, changed: dict[str, tuple[Any, Any]], details: di
     if isinstance(payload, SemanticPayload) and payload.revision is not None:
         if "status" in changed and changed["status"][0] is not None:
             payload.revision.status = RevisionStatus(changed["status"][0])
-        if "superseded_by" in details:
+        if "superseded_by" in changed:  # a restored version: what it was before
+            payload.revision.superseded_by = changed["superseded_by"][0]
+        elif "superseded_by" in details:  # a supersede: the record had no successor before
             payload.revision.superseded_by = None
+    if "relations" in changed:  # a restored version: the relations it replaced
+        record.relations = [Relation.model_validate(x) for x in changed["relations"][0]]
+        return
     relation = details.get("relation")
     if isinstance(relation, dict):
         record.relations = [x for x in record.relations
                             if not (x.predicate == relation.get("predicate") and x.target_id == relation.get("target_id"))]
+
+
+def first_below(values_at: Callable[[list[datetime]], list[float | None]], threshold: float, start: datetime,
+                end: datetime, steps: int = 2048) -> datetime | None:
+    """The first instant in [start, end] at which ``values_at`` (a past salience curve, e.g.
+    ``salience_history`` for one record) is below ``threshold``: found on a grid, refined by
+    bisection (a drop at a retract or penalize is found at its instant). None when it stays at
+    or above it; instants without a value (before creation, archived, withheld) are not below."""
+    t0, t1 = to_epoch(start), to_epoch(end)
+    grid = np.linspace(t0, t1, steps)
+
+    def below(ts: np.ndarray) -> np.ndarray:
+        got = values_at([datetime.fromtimestamp(float(t), UTC) for t in ts])
+        return np.array([v is not None and v < threshold for v in got], dtype=bool)
+
+    hits = np.flatnonzero(below(grid))
+    if not len(hits):
+        return None
+    i = int(hits[0])
+    if i == 0:
+        return start
+    lo, hi = float(grid[i - 1]), float(grid[i])
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if below(np.array([mid]))[0]:
+            hi = mid
+        else:
+            lo = mid
+    return datetime.fromtimestamp(hi, UTC)

@@ -40,6 +40,7 @@ ACTION_ROLES: dict[str, Role] = {
                                     "merge", "pin", "unpin", "reclassify")},
     **{op: Role.ADMIN for op in ("delete", "restore", "prune", "import", "manage_operators")},
 }
+ACTION_ROLES["restore_version"] = Role.CURATOR  # a version of a live record, as reclassify
 
 
 class Operator(BaseModel):

@@ -11,19 +11,24 @@ import streamlit as st
 
 from console import state
 from console.components.clearance import clearance_caption, from_key, key_of, signed_in
-from console.components.audit_table import filtered_csv, frame, shown
-from console.components.chart_safety import PALETTE, plot_text, tidy
+from console.components.audit_table import action_color, filtered_csv, frame, link_column, record_link, shown
+from console.components.chart_safety import plot_text, tidy
 from console.components.record_picker import ids_from_url
 from console.components.safe import clean, md
+from console.components.words import plural
 from membrane_engine import clearance as gate
 from membrane_engine.errors import MembraneError
+from membrane_engine.labels import labels
 from membrane_engine.lookups import audit_activity, audit_newest, audit_span
 from membrane_engine.schema import AuditAction
 
 UTC = timezone.utc
 ANY = "(any)"
 ACTIONS = [a.value for a in AuditAction]
-ACTION_COLORS = dict(zip(ACTIONS, PALETTE))
+# Actions in words, in the order the timeline lists them (a retract is a `delete` entry whose
+# record stays; pins, unpins and restores are `revise` entries).
+WORDS = ["create", "reinforce", "penalize", "revise", "pin", "unpin", "restore version", "fork", "merge", "retract",
+         "delete", "restore"]
 VERIFY_KEY = "audit_verification"
 
 operator = signed_in()
@@ -126,7 +131,7 @@ with v2:
             st.success(f"Audit chains intact{of}: no problem found (checked {when:%Y-%m-%d %H:%M:%S} UTC).",
                        icon=":material/verified:")
         else:
-            st.error(f"{len(problems)} problem(s) found in the audit chains{of} "
+            st.error(f"{plural(len(problems), 'problem')} found in the audit chains{of} "
                      f"(checked {when:%Y-%m-%d %H:%M:%S} UTC).", icon=":material/report:")
 if verification is not None and verification[1]:
     found = verification[1]
@@ -159,7 +164,10 @@ actors, span = facets(m, m.url, newest, key_of(clearance))
 st.subheader("Filter")
 f1, f2, f3, f4, f5 = st.columns([2, 2, 3, 2, 2])
 actor = f1.selectbox("Actor", [ANY] + actors, key="audit_actor", format_func=lambda a: clean(a, 80))
-action = f2.selectbox("Action", [ANY] + ACTIONS, key="audit_action")
+action = f2.selectbox("Action", [ANY] + ACTIONS, key="audit_action",
+                      format_func=lambda a: {"delete": "delete or retract", "decay": "decay (penalize)",
+                                             "revise": "revise (pin, restore, …)"}.get(a, a),
+                      help="The action as stored: a retract is a delete entry whose record stays")
 record_id = f3.text_input("Record id", key="audit_record", help="Exact id; `?id=` in the URL fills it").strip()
 since_day = f4.date_input("Since (UTC)", value=None, key="audit_since")
 until_day = f5.date_input("Until (UTC)", value=None, key="audit_until")
@@ -186,13 +194,20 @@ active = [f"{k}={md(v, 60) if not isinstance(v, datetime) else v.strftime('%Y-%m
 with p3:
     st.metric("Matching entries", f"{total:,}", help="; ".join(active) if active else "no filter")
 
-table = frame(rows)
-st.dataframe(shown(table), hide_index=True, key="audit_table", column_config={
+table = frame(rows, labels(m, list({r.record_id for r in rows}), clearance, limit=80))
+TABLE_COLUMNS = {
     "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss", width="medium"),
+    "record": st.column_config.TextColumn("record", width="medium", help="What the record says (archived: blank)"),
+    "record_id": link_column(),
+    "before": st.column_config.TextColumn("before", width="medium"),
+    "after": st.column_config.TextColumn("after", width="medium"),
     "rationale": st.column_config.TextColumn(width="large"),
-})
+}
+ORDER = ["timestamp", "record", "record_id", "action", "before", "after", "actor", "rationale", "position", "seq"]
+st.dataframe(shown(table), hide_index=True, key="audit_table", column_config=TABLE_COLUMNS, column_order=ORDER)
 st.download_button(
-    f"Download the {total:,} matching entries as CSV", data=lambda: filtered_csv(m, {**filters, "clearance": clearance}),
+    f"Download the {total:,} matching entries as CSV",
+    data=lambda: filtered_csv(m, {**filters, "clearance": clearance}, lambda ids: labels(m, ids, clearance, limit=80)),
     file_name="membrane_audit.csv", mime="text/csv", key="audit_csv", disabled=total == 0, on_click="ignore",
     help="Every matching entry, not only this page. Cells that a spreadsheet would run as a formula get a "
          "leading apostrophe")
@@ -212,13 +227,13 @@ if total:
     for name in ACTIONS:
         part = act[act["action"] == name]
         if len(part):
-            fig.add_trace(go.Bar(x=part["bucket"], y=part["count"], name=name, marker_color=ACTION_COLORS[name],
+            fig.add_trace(go.Bar(x=part["bucket"], y=part["count"], name=name, marker_color=action_color(name),
                                  width=bucket * 1000 * 0.85, offset=0,
                                  hovertemplate="%{x|%Y-%m-%d %H:%M}<br>" + name + ": %{y}<extra></extra>"))
     unit = {3600: "hour", 86400: "day", 7 * 86400: "week"}[bucket]
     fig.update_layout(barmode="stack", xaxis_title="time (UTC)", yaxis_title="entries")
-    st.caption(f"Matching entries per {unit}, by action: counts over every record's entries, those beyond your "
-               "clearance included (a count shows no content).")
+    st.caption(f"Matching entries per {unit}, by action as stored (retracts are among the delete entries): counts "
+               "over every record's entries, those beyond your clearance included (a count shows no content).")
     st.plotly_chart(tidy(fig, height=320), key="audit_activity")
 else:
     st.caption("No entry matches the filter.")
@@ -230,36 +245,40 @@ candidates = list(dict.fromkeys(([record_id] if record_id else []) + list(table[
 if not candidates:
     st.caption("Filter by a record id, or find entries above, to draw a record's history.")
 else:
-    chosen = st.selectbox("Record", candidates, key="audit_timeline_record", format_func=lambda r: clean(r, 120),
+    named = labels(m, candidates, clearance, limit=80)
+    chosen = st.selectbox("Record", candidates, key="audit_timeline_record",
+                          format_func=lambda r: f"{clean(named[r], 80)} ({clean(r, 40)})" if r in named else clean(r, 120),
                           help="The record filter, or any record on this page")
     history = gate.audit_rows(m, chosen, clearance)
     if not history:
         st.info("This id has no audit entries (it may not exist).")
     else:
-        hist = frame(history)
+        hist = frame(history, named)
         fig = go.Figure()
         fig.add_trace(go.Scatter(x=hist["timestamp"], y=hist["action"], mode="lines", showlegend=False,
                                  line=dict(color="#d1d5db", width=1), hoverinfo="skip"))
-        for name in ACTIONS:
+        kinds = [k for k in WORDS if k in set(hist["action"])] + sorted(set(hist["action"]) - set(WORDS))
+        for name in kinds:
             part = hist[hist["action"] == name]
-            if len(part):
-                fig.add_trace(go.Scatter(
-                    x=part["timestamp"], y=part["action"], mode="markers", name=name,
-                    marker=dict(size=13, color=ACTION_COLORS[name], line=dict(color="white", width=1)),
-                    customdata=[[int(p), plot_text(a, 40), plot_text(r, 100)]
-                                for p, a, r in zip(part["position"], part["actor"], part["rationale"])],
-                    hovertemplate="#%{customdata[0]} %{x|%Y-%m-%d %H:%M:%S} UTC<br>by %{customdata[1]}"
-                                  "<br>%{customdata[2]}<extra>" + name + "</extra>"))
+            fig.add_trace(go.Scatter(
+                x=part["timestamp"], y=part["action"], mode="markers", name=name,
+                marker=dict(size=13, color=action_color(name), line=dict(color="white", width=1)),
+                customdata=[[int(p), plot_text(a, 40), plot_text(r, 100), plot_text(b or "—", 120), plot_text(f or "—", 120)]
+                            for p, a, r, b, f in zip(part["position"], part["actor"], part["rationale"],
+                                                     part["before"], part["after"])],
+                hovertemplate="#%{customdata[0]} %{x|%Y-%m-%d %H:%M:%S} UTC<br>by %{customdata[1]}"
+                              "<br>%{customdata[2]}<br>before: %{customdata[3]}<br>after: %{customdata[4]}"
+                              "<extra>" + name + "</extra>"))
         fig.update_layout(xaxis_title="time (UTC)",
-                          yaxis=dict(title="action", categoryorder="array",
-                                     categoryarray=[a for a in ACTIONS if a in set(hist["action"])]))
+                          yaxis=dict(title="action", categoryorder="array", categoryarray=kinds))
         first, last_at = hist["timestamp"].min(), hist["timestamp"].max()
         if (last_at - first).total_seconds() < 3600:  # one entry (or a burst): give the axis a day
             fig.update_xaxes(range=[first - pd.Timedelta(hours=12), last_at + pd.Timedelta(hours=12)])
-        st.caption(f"{len(hist)} entr{'y' if len(hist) == 1 else 'ies'} of this record, oldest first in the table.")
+        st.caption(f"{plural(len(hist), 'entry')} of this record, oldest first in the table; "
+                   f"[open it in the explorer]({record_link(chosen)}).")
         st.plotly_chart(tidy(fig, height=300), key="audit_timeline")
-        st.dataframe(shown(hist.sort_values("position")), hide_index=True, key="audit_timeline_table", column_config={
-            "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss")})
+        st.dataframe(shown(hist.sort_values("position")), hide_index=True, key="audit_timeline_table",
+                     column_config=TABLE_COLUMNS, column_order=["position"] + [c for c in ORDER if c not in ("position", "record")])
 
 # ----------------------------------------------------------------------------- who looked
 
@@ -271,10 +290,13 @@ looked_total, looked = m.access_log(record_id=record_id or None, clearance=clear
 if not looked_total:
     st.caption("Nobody has opened such a record" + (" with this id." if record_id else "."))
 else:
-    st.dataframe(pd.DataFrame([{"time (UTC)": a.at, "operator": clean(a.actor, 200), "record_id": clean(a.record_id, 200),
-                                "sensitivity": a.sensitivity} for a in looked]),
+    looked_names = labels(m, list({a.record_id for a in looked}), clearance, limit=80)
+    st.dataframe(pd.DataFrame([{"time (UTC)": a.at, "operator": clean(a.actor, 200),
+                                "record": clean(looked_names.get(a.record_id, ""), 120),
+                                "record_id": record_link(a.record_id), "sensitivity": a.sensitivity} for a in looked]),
                  hide_index=True, key="audit_who_looked",
-                 column_config={"time (UTC)": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")})
+                 column_config={"time (UTC)": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
+                                "record_id": link_column()})
     if looked_total > len(looked):
         st.caption(f"The newest {len(looked):,} of {looked_total:,} entries" + (" of this record." if record_id else
                                                                                "; filter by a record id above."))

@@ -15,10 +15,13 @@ from console.components.clearance import clearance_caption, signed_in
 from console.components.chart_safety import PALETTE, plot_text, short_id, tidy
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
+from console.components.words import ACTION_COLORS
 from console.components.when import human_duration, instant_input, relative
+from membrane_engine import clearance as gate
 from membrane_engine.errors import MembraneError, NotFoundError, ValidationError
+from membrane_engine.labels import labels
 from membrane_engine.lookups import briefs
-from membrane_engine.salience import PRUNE_THRESHOLD, anchor_of, columns_of, salience_at, time_below
+from membrane_engine.salience import PRUNE_THRESHOLD, columns_of, salience_at, time_below
 from membrane_engine.schema import to_epoch, validate_record
 
 UTC = timezone.utc
@@ -31,6 +34,14 @@ HORIZONS = {
 }
 HALF_LIFE_UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
 PROFILES_KEY = "decay_profiles"
+# The changes that re-anchor a record's salience, each with its marker symbol.
+RE_ANCHORS = {"reinforce": "triangle-up", "penalize": "triangle-down", "retract": "x", "pin": "square",
+              "unpin": "square-open", "restore version": "star", "restore": "diamond"}
+
+
+def action_color(kind: str) -> str:
+    return ACTION_COLORS.get(kind) or ACTION_COLORS["decay" if kind == "penalize" else "revise"]
+
 
 operator = signed_in()
 clearance = operator.clearance
@@ -133,22 +144,25 @@ grid_epoch = np.array([to_epoch(t) for t in grid])
 
 series: list[dict] = []
 if chosen:
-    try:
-        curves = m.salience_curves(chosen, grid)
-    except NotFoundError as exc:
-        st.error(f"{md(exc)}; it may have been pruned or deleted. Refresh the selection.")
-        curves = {}
-    info = briefs(m, list(curves))
-    for rid in curves:
+    # Stored records: their true past from the audit trail's anchors (each reinforce, penalize,
+    # retract, pin, unpin or restored version re-anchors), through the operator's clearance.
+    names = labels(m, chosen, clearance, limit=40)
+    for rid in chosen:
         try:
             record = m.view(rid, clearance)
         except NotFoundError:
+            st.warning(f"A chosen record is no longer in the store (it may have been pruned or deleted): {md(rid, 80)}")
             continue
         if record.redacted:  # reclassified above the clearance since it was picked
             continue
-        anchor = anchor_of(record)
-        series.append({"key": rid, "label": short_id(rid) + f" ({info[rid].type})" if rid in info else short_id(rid),
-                       "full": rid, "values": np.array(curves[rid]), "record": record, "anchor": anchor,
+        curve = gate.past_curve(m, rid, clearance)
+        past = curve(grid)
+        name = plot_text(names[rid], 80) if rid in names else short_id(rid)
+        if any(s["label"] == name for s in series):
+            name = f"{name} ({short_id(rid)})"
+        series.append({"key": rid, "label": name, "full": rid, "name": names.get(rid, rid), "curve": curve, "record": record,
+                       "values": np.array([np.nan if v is None else v for v in past], dtype=float),
+                       "versions": gate.history(m, rid, clearance), "anchor": (record.salience, to_epoch(start)),
                        "min": record.lifecycle.decay.min_salience, "stored": True})
 
 hypotheticals = []
@@ -173,37 +187,43 @@ if not series:
 else:
     fig = go.Figure()
     times = pd.to_datetime((grid_epoch * 1000).round().astype("int64"), unit="ms", utc=True)
-    ymax = max(float(np.nanmax(s["values"])) if len(s["values"]) else 0.0 for s in series)
+    ymax = max(float(np.nanmax(s["values"])) if np.isfinite(s["values"]).any() else 0.0 for s in series)
+    marks: dict[str, dict[str, list]] = {}
     for k, s in enumerate(series):
         color = PALETTE[k % len(PALETTE)]
         values = s["values"].astype(float).copy()
-        # Before its anchor a record's history is not known from the anchor alone: leave it blank.
-        values[grid_epoch < s["anchor"][1]] = np.nan
+        if not s["stored"]:  # a hypothetical profile starts at the window start
+            values[grid_epoch < s["anchor"][1]] = np.nan
         fig.add_trace(go.Scatter(
             x=times, y=values, mode="lines", name=s["label"], line=dict(color=color, width=2,
                                                                         dash="solid" if s["stored"] else "dash"),
             # No <extra> part: Plotly shows the trace name there by itself, so the label never
-            # goes through the hover template's %{…} substitution.
-            hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>S = %{y:.4f}"))
+            # goes through the hover template's %{…} substitution; the id is the trace's meta.
+            meta=[f"id {plot_text(s['key'], 80)}" if s["stored"] else "hypothetical"],
+            hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>S = %{y:.4f}<br>%{meta[0]}"))
         if s["stored"]:
-            total, rows = m.audit_query(record_id=s["key"], action="reinforce", limit=500, clearance=clearance)
-            xs, ys, texts = [], [], []
-            for row in rows:
-                t = to_epoch(row.entry.timestamp)
-                if not grid_epoch[0] <= t <= grid_epoch[-1]:
+            for v in s["versions"]:
+                t = to_epoch(v.timestamp)
+                if v.kind not in RE_ANCHORS or v.withheld or not grid_epoch[0] <= t <= grid_epoch[-1]:
                     continue
-                change = (row.details or {}).get("salience")
-                after = change.get("after") if isinstance(change, dict) else None
-                if not isinstance(after, (int, float)):
-                    after = float(np.interp(t, grid_epoch, s["values"])) if t >= s["anchor"][1] else s["anchor"][0]
-                xs.append(datetime.fromtimestamp(t, UTC))
-                ys.append(after)
-                texts.append(f"reinforced by {plot_text(row.entry.actor, 40)}<br>{plot_text(row.entry.rationale, 80)}")
-            if xs:
-                fig.add_trace(go.Scatter(
-                    x=xs, y=ys, mode="markers", name=f"reinforced: {s['label']}", showlegend=True,
-                    marker=dict(symbol="triangle-up", size=12, color=color, line=dict(color="black", width=1)),
-                    text=texts, hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>%{text}<extra></extra>"))
+                after = s["curve"]([v.timestamp])[0]
+                if after is None:
+                    continue
+                change = v.changes.get("salience")
+                moved = f"S {change[0]:.4f} → {change[1]:.4f}" if change and all(
+                    isinstance(x, (int, float)) for x in change) else f"S {after:.4f}"
+                mark = marks.setdefault(v.kind, {"x": [], "y": [], "text": []})
+                mark["x"].append(v.timestamp)
+                mark["y"].append(after)
+                mark["text"].append(f"<b>{v.kind}</b> of {s['label']}<br>{moved}<br>by {plot_text(v.actor, 40)}: "
+                                    f"{plot_text(v.rationale, 80)}<br>id {plot_text(s['key'], 80)}")
+    # One marker trace per action, in the action's colour, named in the legend and the hover.
+    for kind in [k for k in RE_ANCHORS if k in marks]:
+        mark = marks[kind]
+        fig.add_trace(go.Scatter(
+            x=mark["x"], y=mark["y"], mode="markers", name=kind, showlegend=True,
+            marker=dict(symbol=RE_ANCHORS[kind], size=12, color=action_color(kind), line=dict(color="black", width=1)),
+            text=mark["text"], hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>%{text}<extra></extra>"))
     # Thresholds as legend entries (annotations on a log axis misplace their text).
     x_span = [times[0], times[-1]]
     for value in sorted({float(s["min"]) for s in series if s["min"] > 0}):
@@ -225,22 +245,31 @@ else:
         fig.update_yaxes(range=[0, max(ymax, threshold, 0.05) * 1.08])
     st.markdown(f"**Salience from {start:%Y-%m-%d %H:%M} UTC over {horizon_label}**")
     st.plotly_chart(tidy(fig, height=460), key="decay_chart")
-    st.caption("Solid lines: stored records (drawn from their current anchor on; ▲ marks reinforce entries of "
-               "their audit log). Dashed lines: hypothetical profiles, anchored at the window start.")
+    st.caption("Solid lines: stored records as they really were, from the anchors of their audit trail (each "
+               "reinforce, penalize, retract, pin, unpin and restored version re-anchors the curve; the markers "
+               "show them, coloured by action). A gap: the record did not exist yet, sat in the archive, or its "
+               "labels then were beyond your clearance. Dashed lines: hypothetical profiles, anchored at the "
+               "window start.")
 
     # ------------------------------------------------------------------------- time below threshold
     st.subheader(f"When does each curve drop below {threshold:g}?")
     rows = []
     for s in series:
-        first = time_below(s["record"], threshold, start, horizon, anchor=s["anchor"])
-        s_start, s_end = float(s["values"][0]), float(s["values"][-1])
+        if s["stored"]:
+            below = gate.time_below(m, s["key"], threshold, start, end, clearance)
+            first = to_epoch(below) if below is not None else None
+        else:
+            first = time_below(s["record"], threshold, start, horizon, anchor=s["anchor"])
+        s_start, s_end = (None if np.isnan(x) else float(x) for x in (s["values"][0], s["values"][-1]))
         if first is None:
             when, status, until_then = None, f"stays at or above within {horizon_label}", ""
         else:
             when = datetime.fromtimestamp(first, UTC)
             status = "already below at the window start" if first <= to_epoch(start) else "drops below"
             until_then = relative(first - now.timestamp())
-        rows.append({"curve": clean(s["full"], 80), "kind": "record" if s["stored"] else "hypothetical",
+        rows.append({"curve": clean(s["name"], 80) if s["stored"] else clean(s["full"], 80),
+                     "id": clean(s["key"], 80) if s["stored"] else "",
+                     "kind": "record" if s["stored"] else "hypothetical",
                      "S(start)": s_start, "S(end)": s_end, "below at (UTC)": when, "relative to now": until_then,
                      "status": status})
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="decay_below_table",
@@ -288,8 +317,9 @@ else:
             info = briefs(m, chunk)
             live = [rid for rid in chunk if rid in info]
             at_when = m.salience_curves(live, [when]) if live else {}
+            named = labels(m, chunk, clearance)
             st.dataframe(pd.DataFrame([{
-                "id": clean(rid, 200), "type": info[rid].type if rid in info else "(gone)",
+                "record": clean(named.get(rid, ""), 120), "id": clean(rid, 200), "type": info[rid].type if rid in info else "(gone)",
                 "scope": clean(info[rid].scope, 200) if rid in info else "",
                 "S(as of)": at_when[rid][0] if rid in at_when else None,
             } for rid in chunk]), hide_index=True, key="decay_prune_table",

@@ -1,36 +1,94 @@
-"""Audit entries as a pandas frame (for tables and the CSV download)."""
+"""Audit entries as a pandas frame (for tables and the CSV download): each entry's action in
+words (a retract reads "retract", not Membrane's ``delete``), the values it changed before and
+after, and the record's link into the explorer."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
 from membrane_engine import Membrane
+from membrane_engine.history import kind_of
 
 from .safe import clean
+from .words import ACTION_COLORS
 
-COLUMNS = ["timestamp", "record_id", "position", "action", "actor", "rationale", "seq"]
+COLUMNS = ["timestamp", "record_id", "record", "position", "action", "before", "after", "actor", "rationale", "seq"]
 CSV_CHUNK = 5000
+# The stored action an action in words is written as (the audit filter takes stored actions).
+STORED = {"retract": "delete", "penalize": "decay", "pin": "revise", "unpin": "revise", "restore": "revise",
+          "restore version": "revise", "reclassify": "revise"}
 
 
-def frame(rows: Iterable[Any]) -> pd.DataFrame:
-    """AuditRows (engine) to a frame with one column per field, newest first as given."""
-    data = [{"timestamp": r.entry.timestamp, "record_id": r.record_id, "position": r.position,
-             "action": r.entry.action.value, "actor": r.entry.actor, "rationale": r.entry.rationale,
-             "seq": r.seq} for r in rows]
+def action_color(name: str) -> str:
+    """ACTION_COLORS for an action in words (a penalize is Membrane's ``decay`` entry)."""
+    return ACTION_COLORS.get(name) or ACTION_COLORS.get(STORED.get(name, ""), ACTION_COLORS["revise"])
+
+
+def record_link(record_id: str) -> str:
+    """The explorer's URL for a record (the explorer opens ``?id=``)."""
+    return "/records?id=" + quote(str(record_id), safe="")
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, str):
+        return value if value else '""'
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def changed(details: Mapping[str, Any] | None) -> tuple[str, str]:
+    """An entry's before and after values as text ("salience: 0.25; status: active"); other
+    details (a gain, a version restored) go with the after values."""
+    before, after, other = [], [], []
+    for name, value in (details or {}).items():
+        if isinstance(value, dict) and set(value) == {"before", "after"}:
+            before.append(f"{name}: {_value(value['before'])}")
+            after.append(f"{name}: {_value(value['after'])}")
+        elif name not in ("archived", "restored", "ref_is_record"):
+            other.append(f"{name}: {_value(value)}")
+    return "; ".join(before), "; ".join(after + other)
+
+
+def frame(rows: Iterable[Any], names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """AuditRows (engine) to a frame with one column per field, newest first as given;
+    ``names``: record labels (``labels.labels`` through the operator's clearance)."""
+    data = []
+    for r in rows:
+        before, after = changed(r.details)
+        data.append({"timestamp": r.entry.timestamp, "record": (names or {}).get(r.record_id, ""),
+                     "record_id": r.record_id, "position": r.position,
+                     "action": kind_of(r.entry.action, r.entry.rationale, r.details),
+                     "before": before, "after": after, "actor": r.entry.actor, "rationale": r.entry.rationale,
+                     "seq": r.seq})
     return pd.DataFrame(data, columns=COLUMNS)
 
 
 def shown(data: pd.DataFrame) -> pd.DataFrame:
-    """A copy of a ``frame`` for st.dataframe: record strings (ids, actors, rationales) made inert
-    (control and bidi characters shown as U+FFFD). The frame itself keeps the stored values."""
+    """A copy of a ``frame`` for st.dataframe: record strings (labels, values, actors,
+    rationales) made inert (control and bidi characters shown as U+FFFD), the record id as the
+    explorer's link (``record_id`` column: show it with ``link_column``). The frame itself keeps
+    the stored values."""
     out = data.copy()
-    for column, limit in (("record_id", 200), ("actor", 200), ("rationale", 2000)):
+    for column, limit in (("record", 120), ("actor", 200), ("rationale", 2000), ("before", 2000), ("after", 2000)):
         if column in out:
             out[column] = out[column].map(lambda v, n=limit: clean(v, n))
+    if "record_id" in out:
+        out["record_id"] = out["record_id"].map(record_link)
     return out
+
+
+def link_column(label: str = "record id") -> Any:
+    """The column config that shows a ``shown`` frame's record_id as a link into the explorer."""
+    import streamlit as st
+
+    return st.column_config.LinkColumn(label, display_text=r"/records\?id=(.*)", width="medium",
+                                       help="Open the record in the explorer")
 
 
 def spreadsheet_safe(value: object) -> str:
@@ -40,21 +98,22 @@ def spreadsheet_safe(value: object) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
-def filtered_csv(membrane: Membrane, filters: dict[str, Any]) -> bytes:
-    """Every entry matching ``filters`` (the audit_query keywords), read in pages, as CSV."""
+def filtered_csv(membrane: Membrane, filters: dict[str, Any], names: Any = None) -> bytes:
+    """Every entry matching ``filters`` (the audit_query keywords), read in pages, as CSV, with
+    before/after values; ``names(ids)``: labels of those records (through the clearance)."""
     parts = []
     offset = 0
     while True:
         total, rows = membrane.audit_query(**filters, limit=CSV_CHUNK, offset=offset)
         if not rows:
             break
-        parts.append(frame(rows))
+        parts.append(frame(rows, names(list({r.record_id for r in rows})) if names else None))
         offset += len(rows)
         if offset >= total:
             break
     data = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
     if len(data):
-        for column in ("record_id", "actor", "rationale"):
+        for column in ("record", "record_id", "before", "after", "actor", "rationale"):
             data[column] = data[column].map(spreadsheet_safe)
         data["timestamp"] = data["timestamp"].map(lambda t: t.isoformat().replace("+00:00", "Z"))
     return data.to_csv(index=False).encode("utf-8")

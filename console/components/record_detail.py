@@ -1,21 +1,36 @@
-"""One record in full, for operators: metadata, payload, relations, provenance, lifecycle, audit.
+"""One record in full, for operators: metadata, payload, relations, provenance, lifecycle, audit,
+and its history (versions, the record at any instant, its true salience curve, "restore this
+version").
 
 Relations are drawn as buttons that call ``on_open(target_id)`` (the explorer sets ``?id=``).
+Everything of the history goes through the signed-in operator's clearance
+(``membrane_engine.clearance``: a version whose labels then were beyond it shows no content).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from membrane_engine import MemoryRecord
-from membrane_engine.schema import format_time
+from membrane_engine import clearance as gate
+from membrane_engine.errors import MembraneError
+from membrane_engine.exposure import plan_exposures
+from membrane_engine.history import kind_of
+from membrane_engine.operators import permits
+from membrane_engine.schema import MemoryType, format_time
 
+from .audit_table import action_color
+from .chart_safety import plot_text, tidy
 from .payload import as_text, render_payload, table
 from .record_card import verdict_badge
-from .safe import md
+from .safe import clean, md
+from .words import plural
 
 MAX_LINKS = 40
 
@@ -115,8 +130,184 @@ def render_lifecycle(record: MemoryRecord, as_of: datetime | None = None) -> Non
 def render_audit(record: MemoryRecord) -> None:
     entries = record.audit_log
     st.markdown(f"**Audit trail** ({len(entries)} entries, oldest first)")
-    table([{"#": i, "timestamp": e.timestamp, "action": e.action.value, "actor": e.actor, "rationale": e.rationale}
-           for i, e in enumerate(entries)], "no audit entries")
+    table([{"#": i, "timestamp": e.timestamp, "action": kind_of(e.action, e.rationale, None), "actor": e.actor,
+            "rationale": e.rationale} for i, e in enumerate(entries)], "no audit entries")
+
+
+RE_ANCHORS = {"reinforce": "triangle-up", "penalize": "triangle-down", "retract": "x", "pin": "square",
+              "unpin": "square-open", "restore version": "star", "restore": "diamond"}
+CURVE_POINTS = 300
+
+
+def _changes_text(changes: dict, side: int) -> str:
+    return "; ".join(f"{name}: {as_text(values[side])}" for name, values in changes.items())
+
+
+def version_rows(versions: list) -> pd.DataFrame:
+    """A record's versions as rows: when, who, the action in words, what changed before -> after."""
+    return pd.DataFrame([{
+        "#": v.position, "when (UTC)": v.timestamp, "action": v.kind, "who": clean(v.actor, 120),
+        "before": clean(_changes_text(v.changes, 0), 600) if not v.withheld else "",
+        "after": clean(_changes_text(v.changes, 1), 600) if not v.withheld else "",
+        "why": clean(v.rationale, 600),
+    } for v in versions], columns=["#", "when (UTC)", "action", "who", "before", "after", "why"])
+
+
+def salience_figure(record: MemoryRecord, versions: list, curve: Callable, now: datetime) -> go.Figure:
+    """The record's true salience from its creation to now (piecewise: each re-anchoring
+    change starts a new piece), a marker per change in its action's colour."""
+    start = record.created_at
+    span = max((now - start).total_seconds(), 3600.0)
+    grid = [start + timedelta(seconds=span * k / (CURVE_POINTS - 1)) for k in range(CURVE_POINTS)]
+    # The grid plus each change's instant and the instant before it, so a drop is drawn as one.
+    extra = [t for v in versions if not v.withheld and start <= v.timestamp <= now
+             for t in (v.timestamp - timedelta(milliseconds=1), v.timestamp)]
+    times = sorted(set(grid + extra))
+    values = [np.nan if x is None else x for x in curve(times)]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=times, y=values, mode="lines", name="salience", line=dict(color="#111827", width=2),
+                             hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>S = %{y:.4f}<extra></extra>"))
+    for kind, symbol in RE_ANCHORS.items():
+        picked = [v for v in versions if v.kind == kind and not v.withheld and start <= v.timestamp <= now]
+        ys = curve([v.timestamp for v in picked]) if picked else []
+        picked = [(v, y) for v, y in zip(picked, ys) if y is not None]
+        if picked:
+            fig.add_trace(go.Scatter(
+                x=[v.timestamp for v, _ in picked], y=[y for _, y in picked], mode="markers", name=kind,
+                marker=dict(symbol=symbol, size=12, color=action_color(kind), line=dict(color="black", width=1)),
+                text=[f"<b>{kind}</b> by {plot_text(v.actor, 40)}<br>{plot_text(_changes_text(v.changes, 0), 80)} → "
+                      f"{plot_text(_changes_text(v.changes, 1), 80)}" for v, _ in picked],
+                hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>%{text}<extra></extra>"))
+    fig.update_layout(xaxis_title="time (UTC)", yaxis_title="salience S(t)")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def render_history(record: MemoryRecord, key: str = "") -> None:
+    """Versions, the record at a chosen instant, its true salience curve and "restore this
+    version" (curators and admins), all through the signed-in operator's clearance."""
+    from console import auth, state
+
+    operator = auth.current()
+    if operator is None or record.redacted:
+        st.info("The history of a record you see redacted is withheld.", icon=":material/lock:")
+        return
+    m = state.membrane()
+    clearance = operator.clearance
+    try:
+        versions = gate.history(m, record.id, clearance)
+        curve = gate.past_curve(m, record.id, clearance)
+    except MembraneError as exc:
+        st.error(f"The history cannot be read: {md(exc, 300)}")
+        return
+    if not versions:
+        st.text("(no history within your clearance)")
+        return
+    now = m.now()
+    st.markdown(f"**Versions** ({plural(len(versions), 'change')}, oldest first)")
+    st.dataframe(version_rows(versions), hide_index=True, key=f"{key}_hist_versions",
+                 column_config={"when (UTC)": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
+                                "before": st.column_config.TextColumn(width="medium"),
+                                "after": st.column_config.TextColumn(width="medium")})
+    if any(v.withheld for v in versions):
+        st.caption("Changes made while the record's labels were beyond your clearance show no content.")
+
+    st.markdown("**Salience over its life** (from the anchors of its audit trail)")
+    st.plotly_chart(tidy(salience_figure(record, versions, curve, now), height=280), key=f"{key}_hist_curve")
+
+    st.markdown("**The record as it was**")
+    options = [v.position for v in versions]
+    by_position = {v.position: v for v in versions}
+    c1, c2 = st.columns([3, 2])
+    chosen = c1.selectbox("Version", options, index=len(options) - 1, key=f"{key}_hist_version",
+                          format_func=lambda p: f"#{p} {format_time(by_position[p].timestamp)[:19].replace('T', ' ')} "
+                                                f"· {by_position[p].kind}"
+                                                + ("" if by_position[p].withheld else f" by {clean(by_position[p].actor, 40)}"),
+                          help="The record right after this change")
+    any_instant = c2.toggle("Any instant instead", key=f"{key}_hist_any")
+    when = by_position[chosen].timestamp
+    if any_instant:
+        from .when import instant_input
+
+        when = instant_input("Instant", f"{key}_hist_at", by_position[chosen].timestamp)
+    try:
+        past = gate.record_at(m, record.id, when, clearance)
+    except MembraneError as exc:
+        st.error(f"That instant cannot be read: {md(exc, 300)}")
+        return
+    if past is None:
+        st.info(f"At {format_time(when)} the record did not exist yet or sat in the archive.")
+        return
+    if past.redacted:
+        st.info(f"At {format_time(when)} the record's labels were beyond your clearance: its content then is "
+                "withheld.", icon=":material/lock:")
+        return
+    from .plan_view import facts
+
+    then, current = facts(past), facts(record)
+    current["salience"] = f"{m.salience_at(record.id, now):.6g}"
+    table([{"field": k, f"then ({format_time(when)[:16].replace('T', ' ')})": then[k], "now": current.get(k, ""),
+            "changed": "●" if then[k] != current.get(k, "") else ""} for k in then if k != "updated_at"],
+          key=f"{key}_hist_then")
+    with st.expander("Payload then", expanded=False):
+        render_payload(past)
+    _restore(m, operator, record, past, when, key)
+
+
+def _restore(m, operator, record: MemoryRecord, past: MemoryRecord, when: datetime, key: str) -> None:
+    """"Restore this version": preview, who gains access, confirmation, then the engine's op."""
+    from console import auth
+
+    from .exposure_view import preview_profiles, show_exposures, widening_confirmed
+    from .plan_view import outcome_line, render_plan
+
+    done = st.session_state.pop(f"{key}_hist_done", None)
+    if done:
+        st.success(done)
+    allowed, reason = permits(operator, "restore_version")
+    if not allowed:
+        st.caption(f"Curators and admins can restore a version ({md(reason, 200)}).")
+        return
+    if record.type == MemoryType.EPISODIC:
+        st.caption("An episodic record is immutable: its versions cannot be restored (SPEC 6).")
+        return
+    st.markdown("**Restore this version**: brings back its sensitivity, scope, tags, pinned, revision status and "
+                "relations; its salience then, re-anchored now. One audit entry names the version.")
+    rationale = st.text_input("Why restore it?", key=f"{key}_hist_why", placeholder="required: the audit entry keeps it")
+    if not rationale.strip():
+        return
+    try:
+        plan = m.preview("restore_version", record.id, when, operator.actor, rationale)
+    except MembraneError as exc:
+        from .guard import describe
+
+        st.error(describe(exc, "The restore cannot be previewed"))
+        return
+    render_plan(plan, key=f"{key}_hist_plan")
+    profiles, origin = preview_profiles(m)
+    exposures = plan_exposures([plan], profiles)
+    if exposures.counts and any(exposures.counts.values()):
+        show_exposures(exposures, origin, key=f"{key}_hist_exposure")
+    access_ok = widening_confirmed(exposures, f"{key}_hist_widen")
+    confirmed = st.checkbox(f"I confirm: restore the version of {format_time(when)} as shown above.",
+                            key=f"{key}_hist_confirm")
+    if st.button("Restore this version", type="primary", key=f"{key}_hist_restore",
+                 disabled=not (confirmed and access_ok)):
+        writer = auth.authorize("restore_version")  # checked at the moment of writing
+        if not (confirmed and access_ok):
+            st.error("Not restored: confirm the change (and any widening of access) first.")
+            return
+        try:
+            applied = m.restore_version(record.id, when, writer.actor, rationale)
+        except MembraneError as exc:
+            from .guard import describe
+
+            st.error(describe(exc, "The restore was refused"))
+            return
+        st.session_state[f"{key}_hist_done"] = f"Restored the version of {format_time(when)}: {outcome_line(applied)}"
+        for name in (f"{key}_hist_why", f"{key}_hist_confirm"):
+            st.session_state.pop(name, None)
+        st.rerun()
 
 
 def render_record(record: MemoryRecord, on_open: Callable[[str], None] | None = None, key: str = "",
@@ -125,7 +316,7 @@ def render_record(record: MemoryRecord, on_open: Callable[[str], None] | None = 
     """Everything about one record, in tabs (payload first)."""
     render_metadata(record)
     tabs = st.tabs(["Payload", f"Relations ({len(record.relations)})", "Provenance", "Lifecycle",
-                    f"Audit trail ({len(record.audit_log)})", "JSON"])
+                    f"Audit trail ({len(record.audit_log)})", "JSON", "History"])
     with tabs[0]:
         render_payload(record)
     with tabs[1]:
@@ -138,7 +329,9 @@ def render_record(record: MemoryRecord, on_open: Callable[[str], None] | None = 
         render_audit(record)
     with tabs[5]:
         st.json(record.to_json_dict(), expanded=False)
+    with tabs[6]:
+        render_history(record, key)
 
 
 __all__ = ["render_record", "render_metadata", "render_relations", "render_provenance", "render_lifecycle",
-           "render_audit", "human_seconds"]
+           "render_audit", "render_history", "human_seconds"]

@@ -21,6 +21,7 @@ ACTION_COLORS: dict[str, str] = {
     "restore": PALETTE[11],    # teal
     "pin": PALETTE[6],         # amber
     "unpin": PALETTE[8],       # grey
+    "restore version": PALETTE[9],  # olive: a record brought back to an earlier version
 }
 assert {a.value for a in AuditAction} <= set(ACTION_COLORS)
 

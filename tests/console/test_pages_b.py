@@ -17,6 +17,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
+from membrane_engine.labels import labels
 from membrane_engine.lookups import filter_ids
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,16 +121,19 @@ def test_decay_chart_for_a_chosen_record_with_reinforcements_and_thresholds(stor
     pick(at, "decay", rid)
 
     names = trace_names(at)
-    assert any(n.startswith(rid[:8]) for n in names), names
-    assert any(n.startswith("reinforced:") for n in names), names  # audit reinforce entries marked
+    m = fresh(store)
+    name = labels(m, [rid], TrustContext(max_sensitivity="hyper"), limit=40)[rid]
+    m.close()
+    assert name in names, names  # the record named by what it says
+    assert "reinforce" in names, names  # audit reinforce entries marked, named by action
     spec = next(iter(charts(at).values()))
     assert "prune threshold 0.001" in names and "threshold 0.1" in names
-    curve = next(t for t in spec["data"] if t.get("name", "").startswith(rid[:8]))
+    curve = next(t for t in spec["data"] if t.get("name", "") == name)
     ys = values(curve["y"])
     assert len(ys) == 400 and not np.isnan(ys[-1]) and 0 <= ys[-1] <= 1
 
     frame = table(at, "below at (UTC)")
-    assert list(frame["curve"]) == [rid]
+    assert list(frame["id"]) == [rid]
 
 
 def test_decay_time_below_matches_the_engine_and_hypothetical_profiles_plot(store):
@@ -227,7 +231,8 @@ def test_audit_filter_narrows_the_table_and_verification_reports_intact(store):
     rid, _ = reinforced_record(store)
     ok(at.text_input(key="audit_record").set_value(rid).run())
     frame = table(at, "seq", "rationale")
-    assert set(frame["record_id"]) == {rid} and set(frame["action"]) == {"reinforce"}
+    # Each record id links to the explorer.
+    assert set(frame["record_id"]) == {f"/records?id={rid}"} and set(frame["action"]) == {"reinforce"}
     assert "audit_timeline" in " ".join(charts(at).keys()) or at.get("plotly_chart")
 
     ok(at.button(key="audit_verify").click().run())
