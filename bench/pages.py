@@ -2,12 +2,15 @@
 
     python -m bench.pages --db sqlite:////tmp/membrane-bench/sqlite-1000000-s42.db
 
-Starts the console on ``--db`` (``streamlit run``, the browser tests' harness, as
-``bench.browser`` does), opens the first page (which opens the store and loads its column
-cache: the cold open), then visits every page of the navigation in turn, ``--visits`` rounds.
+Starts the console on ``--db`` as operators start it (``membrane-console``, which opens the
+store and loads its column cache in a thread while the server starts; ``--launcher streamlit``
+for a bare ``streamlit run``, where the first page does that), opens the first page as soon as
+the server answers (the first page after a start), then visits every page of the navigation in
+turn, ``--visits`` rounds.
 A visit is a fresh page load (a fresh Streamlit session) timed from Python until the script has
-finished and the page is idle; the first round meets caches empty for that page, later rounds
-meet what the server kept. Pages are opened without parameters, as from the sidebar.
+finished and the page is idle, with the CPU time the console server spent meanwhile; the first
+round meets caches empty for that page, later rounds meet what the server kept. Pages are
+opened without parameters, as from the sidebar.
 
 Printed as a table and written as JSON to ``--out`` (``pages-latest.json``), with a
 screenshot of each page's last visit (``pages-<page>.png``, not committed). Exception boxes,
@@ -30,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.browser import DEFAULT_OUT, console_and_chromium, report_start, write_report  # noqa: E402
+from bench.browser import DEFAULT_OUT, CpuMeter, console_and_chromium, report_start, write_report  # noqa: E402
 from tests.e2e.harness import Console  # noqa: E402
 
 ERROR_ALERT = "[data-testid=stAlertContentError]"
@@ -43,27 +46,33 @@ def console_pages() -> list[str]:
     return [path for path in re.findall(r'url_path="([^"]+)"', text) if path != "home"]
 
 
-def visit(con: Console, page: str, timeout: float) -> dict[str, Any]:
+def visit(con: Console, page: str, timeout: float, meter: CpuMeter) -> dict[str, Any]:
     errors_before = len(con.page_errors)
+    meter.start()
     began = time.perf_counter()
     con.open(page, timeout=timeout)
     seconds = time.perf_counter() - began
+    cpu = meter.stop()
     problems = con.exceptions() + [f"error alert: {el.inner_text()[:300]}" for el in con.page.locator(ERROR_ALERT).all()]
     problems += [f"page error: {e[:300]}" for e in con.page_errors[errors_before:]]
-    return {"s": round(seconds, 3), "problems": problems}
+    return {"s": round(seconds, 3), "server_cpu_s": round(cpu["server_cpu_ms"] / 1000, 3), "problems": problems}
 
 
-def run(db: str, visits: int, out: Path, timeout: float, screenshots: bool = True) -> dict[str, Any]:
+def run(db: str, visits: int, out: Path, timeout: float, screenshots: bool = True,
+        launcher: str = "cli") -> dict[str, Any]:
     pages = console_pages()
     report = report_start("bench.pages", db)
-    report.update({"pages": pages, "visits": {}})
-    with console_and_chromium(db, "bench-pages") as (server, launch):
+    report.update({"pages": pages, "visits": {}, "launcher": launcher})
+    with console_and_chromium(db, "bench-pages", launcher=launcher) as (server, launch):
+        began = time.perf_counter()
         server.start(timeout=timeout)
+        report["server_start_s"] = round(time.perf_counter() - began, 3)
         con = Console.new(launch(), server)
-        report["cold_open"] = visit(con, pages[0], timeout)
+        meter = CpuMeter(server.proc.pid)
+        report["cold_open"] = visit(con, pages[0], timeout, meter)
         for round_ in range(visits):
             for page in pages:
-                report["visits"].setdefault(page, []).append(visit(con, page, timeout))
+                report["visits"].setdefault(page, []).append(visit(con, page, timeout, meter))
                 if screenshots and round_ == visits - 1:
                     out.mkdir(parents=True, exist_ok=True)
                     shutil.move(str(con.screenshot(f"bench-pages-{page}")), out / f"pages-{page}.png")
@@ -75,14 +84,19 @@ def run(db: str, visits: int, out: Path, timeout: float, screenshots: bool = Tru
 
 
 def print_report(report: dict[str, Any]) -> None:
-    print(f"{report['db']} ({report['records']:,} records)")
-    print(f"cold open (first page after the server started): {report['cold_open']['s']:.2f} s")
+    print(f"{report['db']} ({report['records']:,} records), launcher {report.get('launcher')}, "
+          f"load average {report['machine']['loadavg_start']} -> {report['machine'].get('loadavg_end')}")
+    first = report["cold_open"]
+    print(f"server start {report.get('server_start_s', 0):.2f} s; first page after it: {first['s']:.2f} s "
+          f"(server CPU {first.get('server_cpu_s', 0):.2f} s)")
     rounds = max(len(v) for v in report["visits"].values())
-    print(f"{'page':16s}" + "".join(f"{'visit ' + str(k + 1):>10s}" for k in range(rounds)) + f"{'median':>10s}")
+    print(f"{'page':16s}" + "".join(f"{'visit ' + str(k + 1):>14s}" for k in range(rounds)) + f"{'warm median':>14s}")
     for page, vs in report["visits"].items():
-        cells = "".join(f"{v['s']:10.2f}" for v in vs)
-        print(f"{page:16s}{cells}{statistics.median(v['s'] for v in vs):10.2f}")
-    print("seconds, navigation to idle as seen from Python (a fresh session each visit)")
+        cells = "".join(f"{v['s']:7.2f} ({v.get('server_cpu_s', 0):4.2f})" for v in vs)
+        warm = vs[1:] or vs
+        print(f"{page:16s}{cells}{statistics.median(v['s'] for v in warm):14.2f}")
+    print("seconds, navigation to idle as seen from Python (a fresh session each visit); the console "
+          "server's CPU seconds in brackets; warm: visits after the first")
     for problem in report["problems"]:
         print(f"PROBLEM {problem}")
 
@@ -94,8 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where pages-latest.json and screenshots go")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds allowed for the server start and each visit")
     parser.add_argument("--no-screenshot", action="store_true")
+    parser.add_argument("--launcher", choices=("cli", "streamlit"), default="cli",
+                        help="membrane-console (prewarms in a thread, as operators start it) or a bare streamlit run")
     args = parser.parse_args(argv)
-    report = run(args.db, args.visits, args.out, args.timeout, screenshots=not args.no_screenshot)
+    report = run(args.db, args.visits, args.out, args.timeout, screenshots=not args.no_screenshot,
+                 launcher=args.launcher)
     print_report(report)
     write_report(report, args.out, "pages-latest.json")
     return 1 if report["problems"] else 0
