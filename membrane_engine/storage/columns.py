@@ -513,7 +513,8 @@ class ColumnCache:
         self._store = store
         self._snapshot_dir: Path | None = snapshot_dir(store) if snapshots is ... else snapshots  # type: ignore[assignment]
         self.snapshot_min_rows = SNAPSHOT_MIN_ROWS  # smaller loads are not worth a file
-        self.snapshot_status = "none"  # what happened to the persisted snapshot last (for logs and tests)
+        self.snapshot_status = "none"  # what the first load made of the persisted snapshot (logs, tests)
+        self.snapshot_saved = "none"  # how writing one went last
         self._saver: threading.Thread | None = None
         self._snapshot: Snapshot | None = None
         self._columns: _Columns | None = None
@@ -725,9 +726,9 @@ class ColumnCache:
             try:
                 columns = {name: views[name] for name in _PERSISTED}
                 size = snapshot_file.write(path, key, header, columns, views["ids"].tolist())
-                self.snapshot_status = f"written: change {header['seq']}, {size:,} bytes"
+                self.snapshot_saved = f"written: change {header['seq']}, {size:,} bytes"
             except (OSError, ValueError) as exc:
-                self.snapshot_status = f"not written: {exc}"
+                self.snapshot_saved = f"not written: {exc}"
 
         self._saver = threading.Thread(target=save, name="membrane-column-snapshot", daemon=True)
         self._saver.start()
