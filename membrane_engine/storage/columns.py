@@ -733,6 +733,11 @@ class ColumnCache:
         self._saver = threading.Thread(target=save, name="membrane-column-snapshot", daemon=True)
         self._saver.start()
 
+    @property
+    def snapshot_dir(self) -> Path | None:
+        """The directory of this store's persisted snapshot (None: none is kept)."""
+        return self._snapshot_dir
+
     def wait_for_snapshot(self, timeout: float | None = None) -> None:
         """Until the snapshot being written (if any) is on disk."""
         saver = self._saver

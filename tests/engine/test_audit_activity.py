@@ -44,3 +44,39 @@ def test_other_buckets_and_filters_take_the_query(membrane):
     assert sum(n for *_, n in audit_activity(membrane, actor="nobody")) == 0
     with pytest.raises(ValueError):
         audit_activity(membrane, bucket_seconds=0)
+
+
+def test_counts_on_disk_are_used_when_they_are_this_logs(store_url, tmp_path, monkeypatch):
+    from sqlalchemy import text
+
+    from membrane_engine import activity
+
+    monkeypatch.setattr(activity, "SAVE_AFTER", 1)
+    m = Membrane.open(store_url, load_sample=False)
+    try:
+        m.import_records([rec(f"r{i}") for i in range(20)])
+        first = activity.AuditActivity(m.store, tmp_path)
+        assert first.buckets(86400.0) == by_sql(m, 86400.0)
+        assert first.file_status.startswith("ignored: no snapshot")
+        [path] = tmp_path.glob("*.activity")
+        m.reinforce("r1", "someone", "seen")  # after the file: counted on top of it
+        again = activity.AuditActivity(m.store, tmp_path)
+        assert again.buckets(3600.0) == by_sql(m, 3600.0)
+        assert again.file_status.startswith("used: up to entry")
+        seq = int(again.file_status.rsplit(" ", 1)[1])
+
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 1  # corrupted: its MAC fails
+        path.write_bytes(bytes(data))
+        broken = activity.AuditActivity(m.store, tmp_path)
+        assert broken.buckets(86400.0) == by_sql(m, 86400.0)
+        assert "its MAC does not match" in broken.file_status
+
+        activity.AuditActivity(m.store, tmp_path).buckets(86400.0)  # written anew (SAVE_AFTER 1)
+        with m.store.write() as conn:  # the log differs at the entry the file was counted up to
+            conn.execute(text(f"UPDATE audit_entries SET hash = 'other' WHERE seq = {seq + 1}"))
+        other = activity.AuditActivity(m.store, tmp_path)
+        assert other.buckets(86400.0) == by_sql(m, 86400.0)
+        assert other.file_status == f"ignored: the log's entry {seq + 1} is not the one it was counted up to"
+    finally:
+        m.close()
