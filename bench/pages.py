@@ -55,7 +55,8 @@ def visit(con: Console, page: str, timeout: float, meter: CpuMeter) -> dict[str,
     cpu = meter.stop()
     problems = con.exceptions() + [f"error alert: {el.inner_text()[:300]}" for el in con.page.locator(ERROR_ALERT).all()]
     problems += [f"page error: {e[:300]}" for e in con.page_errors[errors_before:]]
-    return {"s": round(seconds, 3), "server_cpu_s": round(cpu["server_cpu_ms"] / 1000, 3), "problems": problems}
+    return {"s": round(seconds, 3), "server_cpu_s": round(cpu["server_cpu_ms"] / 1000, 3),
+            "browser_cpu_s": round(cpu["browser_cpu_ms"] / 1000, 3), "problems": problems}
 
 
 def run(db: str, visits: int, out: Path, timeout: float, screenshots: bool = True,
@@ -88,15 +89,17 @@ def print_report(report: dict[str, Any]) -> None:
           f"load average {report['machine']['loadavg_start']} -> {report['machine'].get('loadavg_end')}")
     first = report["cold_open"]
     print(f"server start {report.get('server_start_s', 0):.2f} s; first page after it: {first['s']:.2f} s "
-          f"(server CPU {first.get('server_cpu_s', 0):.2f} s)")
+          f"(server CPU {first.get('server_cpu_s', 0):.2f} s, browser CPU {first.get('browser_cpu_s', 0):.2f} s)")
     rounds = max(len(v) for v in report["visits"].values())
-    print(f"{'page':16s}" + "".join(f"{'visit ' + str(k + 1):>14s}" for k in range(rounds)) + f"{'warm median':>14s}")
+    print(f"{'page':16s}" + "".join(f"{'visit ' + str(k + 1):>19s}" for k in range(rounds))
+          + f"{'warm median':>19s}")
     for page, vs in report["visits"].items():
-        cells = "".join(f"{v['s']:7.2f} ({v.get('server_cpu_s', 0):4.2f})" for v in vs)
+        cells = "".join(f"{v['s']:7.2f} ({v.get('server_cpu_s', 0):4.2f}/{v.get('browser_cpu_s', 0):4.2f})" for v in vs)
         warm = vs[1:] or vs
-        print(f"{page:16s}{cells}{statistics.median(v['s'] for v in warm):14.2f}")
-    print("seconds, navigation to idle as seen from Python (a fresh session each visit); the console "
-          "server's CPU seconds in brackets; warm: visits after the first")
+        med = [statistics.median(v.get(key, 0) for v in warm) for key in ("s", "server_cpu_s", "browser_cpu_s")]
+        print(f"{page:16s}{cells}{med[0]:7.2f} ({med[1]:4.2f}/{med[2]:4.2f})")
+    print("seconds, navigation to idle as seen from Python (a fresh session each visit); in brackets the CPU "
+          "seconds of the console server / of Chromium meanwhile; warm: visits after the first")
     for problem in report["problems"]:
         print(f"PROBLEM {problem}")
 
