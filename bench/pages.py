@@ -8,7 +8,8 @@ for a bare ``streamlit run``, where the first page does that), opens the first p
 the server answers (the first page after a start), then visits every page of the navigation in
 turn, ``--visits`` rounds.
 A visit is a fresh page load (a fresh Streamlit session) timed from Python until the script has
-finished and the page is idle, with the CPU time the console server spent meanwhile; the first
+finished and the page shows it drawn (idle, nothing left loading), with the CPU time the console
+server and Chromium spent meanwhile; the first
 round meets caches empty for that page, later rounds meet what the server kept. Pages are
 opened without parameters, as from the sidebar.
 
@@ -34,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.browser import DEFAULT_OUT, CpuMeter, console_and_chromium, report_start, write_report  # noqa: E402
-from tests.e2e.harness import Console  # noqa: E402
+from tests.e2e.harness import IDLE, SKELETON, Console  # noqa: E402
 
 ERROR_ALERT = "[data-testid=stAlertContentError]"
 
@@ -46,13 +47,52 @@ def console_pages() -> list[str]:
     return [path for path in re.findall(r'url_path="([^"]+)"', text) if path != "home"]
 
 
+def drawn(con: Console, timeout: float) -> None:
+    """Until the page's script has run and the page shows it idle with nothing left loading
+    (polled every 20 ms: the time does not include the harness's settling wait)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if con.runs_finished() >= 1 and con.page.locator(IDLE).count() and not con.page.locator(SKELETON).count():
+            return
+        con.page.wait_for_timeout(20)
+    raise TimeoutError(f"page {con.page.url} was not drawn within {timeout:.0f} s")
+
+
 def visit(con: Console, page: str, timeout: float, meter: CpuMeter) -> dict[str, Any]:
     errors_before = len(con.page_errors)
     meter.start()
     began = time.perf_counter()
-    con.open(page, timeout=timeout)
+    con.start_open(page)
+    drawn(con, timeout)
     seconds = time.perf_counter() - began
     cpu = meter.stop()
+    runs = con.runs_finished()
+    con.wait_idle(settle=0.4, timeout=timeout, runs_at_least=1)  # a page that reruns itself shows here
+    if con.runs_finished() != runs:
+        seconds = time.perf_counter() - began - 0.4
+    problems = con.exceptions() + [f"error alert: {el.inner_text()[:300]}" for el in con.page.locator(ERROR_ALERT).all()]
+    problems += [f"page error: {e[:300]}" for e in con.page_errors[errors_before:]]
+    return {"s": round(seconds, 3), "server_cpu_s": round(cpu["server_cpu_ms"] / 1000, 3),
+            "browser_cpu_s": round(cpu["browser_cpu_ms"] / 1000, 3), "problems": problems}
+
+
+def navigate(con: Console, page: str, timeout: float, meter: CpuMeter) -> dict[str, Any]:
+    """A visit through the sidebar, as an operator moves between pages: the page's script runs
+    in the session already open, with the browser's code already loaded."""
+    errors_before = len(con.page_errors)
+    before = con.runs_finished()
+    link = con.page.locator(f'[data-testid=stSidebarNav] a[href$="/{page}"]').first
+    meter.start()
+    began = time.perf_counter()
+    link.click()
+    deadline = time.monotonic() + timeout
+    while con.runs_finished() <= before and time.monotonic() < deadline:
+        con.page.wait_for_timeout(20)
+    while time.monotonic() < deadline and not (con.page.locator(IDLE).count() and not con.page.locator(SKELETON).count()):
+        con.page.wait_for_timeout(20)
+    seconds = time.perf_counter() - began
+    cpu = meter.stop()
+    con.wait_idle(settle=0.4, timeout=timeout)
     problems = con.exceptions() + [f"error alert: {el.inner_text()[:300]}" for el in con.page.locator(ERROR_ALERT).all()]
     problems += [f"page error: {e[:300]}" for e in con.page_errors[errors_before:]]
     return {"s": round(seconds, 3), "server_cpu_s": round(cpu["server_cpu_ms"] / 1000, 3),
@@ -77,10 +117,18 @@ def run(db: str, visits: int, out: Path, timeout: float, screenshots: bool = Tru
                 if screenshots and round_ == visits - 1:
                     out.mkdir(parents=True, exist_ok=True)
                     shutil.move(str(con.screenshot(f"bench-pages-{page}")), out / f"pages-{page}.png")
+        # then through the sidebar, from the page before each (the last page first: from the first)
+        con.open(pages[-1], timeout=timeout)
+        report["navigations"] = {}
+        for round_ in range(visits):
+            for page in pages:
+                report["navigations"].setdefault(page, []).append(navigate(con, page, timeout, meter))
         con.close()
     report["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     report["problems"] = [f"{page}: {p}" for page, vs in report["visits"].items() for v in vs for p in v["problems"]]
     report["problems"] += [f"cold open: {p}" for p in report["cold_open"]["problems"]]
+    report["problems"] += [f"{page} (sidebar): {p}" for page, vs in report["navigations"].items()
+                           for v in vs for p in v["problems"]]
     return report
 
 
@@ -90,16 +138,22 @@ def print_report(report: dict[str, Any]) -> None:
     first = report["cold_open"]
     print(f"server start {report.get('server_start_s', 0):.2f} s; first page after it: {first['s']:.2f} s "
           f"(server CPU {first.get('server_cpu_s', 0):.2f} s, browser CPU {first.get('browser_cpu_s', 0):.2f} s)")
-    rounds = max(len(v) for v in report["visits"].values())
-    print(f"{'page':16s}" + "".join(f"{'visit ' + str(k + 1):>19s}" for k in range(rounds))
-          + f"{'warm median':>19s}")
-    for page, vs in report["visits"].items():
-        cells = "".join(f"{v['s']:7.2f} ({v.get('server_cpu_s', 0):4.2f}/{v.get('browser_cpu_s', 0):4.2f})" for v in vs)
-        warm = vs[1:] or vs
-        med = [statistics.median(v.get(key, 0) for v in warm) for key in ("s", "server_cpu_s", "browser_cpu_s")]
-        print(f"{page:16s}{cells}{med[0]:7.2f} ({med[1]:4.2f}/{med[2]:4.2f})")
-    print("seconds, navigation to idle as seen from Python (a fresh session each visit); in brackets the CPU "
-          "seconds of the console server / of Chromium meanwhile; warm: visits after the first")
+    for title, key in (("fresh page loads (a new session each)", "visits"),
+                       ("through the sidebar (the session and its browser code loaded)", "navigations")):
+        table = report.get(key) or {}
+        if not table:
+            continue
+        rounds = max(len(v) for v in table.values())
+        print(title)
+        print(f"{'page':16s}" + "".join(f"{'visit ' + str(k + 1):>19s}" for k in range(rounds))
+              + f"{'warm median':>19s}")
+        for page, vs in table.items():
+            cells = "".join(f"{v['s']:7.2f} ({v.get('server_cpu_s', 0):4.2f}/{v.get('browser_cpu_s', 0):4.2f})" for v in vs)
+            warm = vs[1:] or vs
+            med = [statistics.median(v.get(k, 0) for v in warm) for k in ("s", "server_cpu_s", "browser_cpu_s")]
+            print(f"{page:16s}{cells}{med[0]:7.2f} ({med[1]:4.2f}/{med[2]:4.2f})")
+    print("seconds from navigation until the page is drawn, as seen from Python; in brackets the CPU seconds of "
+          "the console server / of Chromium meanwhile; warm: visits after the first")
     for problem in report["problems"]:
         print(f"PROBLEM {problem}")
 
