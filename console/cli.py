@@ -27,16 +27,25 @@ PREWARM_THREAD = "membrane-prewarm"
 def prewarm(url: str) -> None:
     """Open the store and load its column cache into the console's cached engine (the
     ``st.cache_resource`` entry the pages use), so the first page does not wait for it: at a
-    million records that load takes seconds. A store that cannot be opened is reported here, in
-    the terminal, as well as on the pages."""
+    million records that load takes seconds (about one from the cache's snapshot file). Then
+    what the first pages count over the whole audit log (entries by action, and by hour for the
+    activity charts: seconds at millions of entries, then kept current per process) and the
+    libraries they draw with. A store that cannot be opened is reported here, in the terminal,
+    as well as on the pages."""
     # Streamlit warns once per call that this thread runs no script; that is the point of it.
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         lambda record: record.threadName != PREWARM_THREAD)
     try:
         from console import state
 
-        state._open(url).warm()  # column cache, ranking vectors, entity names
+        m = state._open(url)
+        m.warm()  # column cache, ranking vectors, entity names
+        from membrane_engine.lookups import audit_activity
+
+        m.metrics()  # counts the audit entries by action (metrics.ActionCounts)
+        audit_activity(m)  # and by hour (membrane_engine.activity)
         import pandas  # noqa: F401  (the first st.dataframe would import it)
+        import plotly.graph_objects  # noqa: F401  (and the first chart this)
     except Exception as exc:
         # The pages show it too, but whoever started the console is looking at this terminal.
         from membrane_engine.errors import MembraneError
@@ -146,6 +155,8 @@ def serve(argv: list[str]) -> int:
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
     try:
         m = state._open(url)
+        if not args.no_prewarm:  # while the rest starts (the column cache's load is a thread's own)
+            threading.Thread(target=prewarm, args=(url,), name=PREWARM_THREAD, daemon=True).start()
         link = first_run(m, "localhost" if args.address in ("0.0.0.0", "::") else args.address, args.port)
         protected = sign_in_configured(m)
     except MembraneError as exc:
@@ -178,8 +189,6 @@ def serve(argv: list[str]) -> int:
     os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
     if link:
         print(f"\n  First run: sign in as admin (works once, within the hour):\n\n    {link}\n", flush=True)
-    if not args.no_prewarm:
-        threading.Thread(target=prewarm, args=(url,), name=PREWARM_THREAD, daemon=True).start()
     return stcli.main()
 
 

@@ -1,27 +1,27 @@
 """The record explorer's query: filter and search the whole store, one page at a time.
 
-Type, sensitivity and scope are matched on the column cache (numpy); tags, revision status and
-free text in SQL (tags and the JSON document with LIKE); the salience range on S(as_of)
-computed over the column cache. Only the requested page of documents is read and parsed.
+Type, sensitivity, scope and tags are matched on the column cache (numpy; tags through the
+cache's tag-set codes); revision status and free text in SQL (the JSON document with LIKE); the
+salience range on S(as_of) computed over the column cache. Only the requested page of documents
+is read and parsed. Tag counts are numpy over the same codes.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, cast, distinct, func, literal_column, or_, select, true
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import and_, or_, select
 
-from .storage.columns import TYPE_CODES
-from .errors import StoreUnavailableError, ValidationError
+from .storage.columns import TYPE_CODES, with_tags
+from .storage.columns import tag_counts as column_tag_counts
+from .errors import ValidationError
 from .salience import salience_at, take
 from .schema import MemoryRecord, RevisionStatus, Sensitivity, as_utc, to_epoch
-from .storage.store import like_contains, records, tag_json
+from .storage.store import like_contains, records
 from .trust import TrustContext, as_trust, verdicts
 
 SORTS = ("salience", "newest", "oldest", "id")
@@ -45,7 +45,7 @@ class Filters:
     ids: list[str] = field(default_factory=list)
 
     def needs_sql(self) -> bool:
-        return bool(self.tags or self.statuses or self.text.strip())
+        return bool(self.statuses or self.text.strip())
 
 
 def _check(filters: Filters, sort: str, offset: int, limit: int) -> None:
@@ -71,8 +71,6 @@ def _check(filters: Filters, sort: str, offset: int, limit: int) -> None:
 
 def _sql_ids(membrane: Any, filters: Filters, clearance: TrustContext | None = None) -> set[str]:
     conditions = []
-    for tag in filters.tags:
-        conditions.append(records.c.tags.like(like_contains(tag_json(tag)), escape="\\"))
     if filters.statuses:
         named = [s for s in filters.statuses if s != NO_STATUS]
         either = [records.c.status.in_(named)] if named else []
@@ -127,6 +125,8 @@ def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit
     if filters.scopes:
         codes = [i for i, name in enumerate(snap.scope_names) if name in set(filters.scopes)]
         mask &= np.isin(snap.scope_code, np.array(codes, dtype=np.int32))
+    if filters.tags:
+        mask &= with_tags(snap, filters.tags)
     if filters.ids:
         wanted = np.zeros(len(mask), dtype=bool)
         wanted[[snap.row_of[i] for i in filters.ids if i in snap.row_of]] = True
@@ -147,22 +147,21 @@ def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit
     total = int(len(rows))
     if not total or not limit:
         return total, []
-    ids = snap.ids[rows].astype(str)
     if sort == "salience":
-        order = np.lexsort((ids, -s))
+        page = _page(-s, snap.ids[rows], offset, limit)
     elif sort == "newest":
-        order = np.lexsort((ids, -snap.created_at[rows]))
+        page = _page(-snap.created_at[rows], snap.ids[rows], offset, limit)
     elif sort == "oldest":
-        order = np.lexsort((ids, snap.created_at[rows]))
+        page = _page(snap.created_at[rows], snap.ids[rows], offset, limit)
     else:
-        order = np.argsort(ids, kind="stable")
-    page = order[offset:offset + limit]
-    page_ids = [str(ids[k]) for k in page]
+        ids = snap.ids[rows].astype(str)
+        page = np.argsort(ids, kind="stable")[offset:offset + limit]
+    page_ids = [str(snap.ids[rows[k]]) for k in page]
     with membrane.store.read() as conn:
         stored = membrane.store.fetch(conn, page_ids)
     out = []
-    for k in page:
-        row = stored.get(str(ids[k]))
+    for k, rid in zip(page, page_ids):
+        row = stored.get(rid)
         if row is None:  # removed since the snapshot
             continue
         doc = row.doc
@@ -177,6 +176,24 @@ def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit
                 continue
         out.append(record)
     return total, out
+
+
+def _page(keys: np.ndarray, ids: np.ndarray, offset: int, limit: int) -> np.ndarray:
+    """Positions of the page ``[offset, offset + limit)`` in the order of ``keys`` (ascending,
+    NaN last), ties by id. Only the rows that can be on or before the page are sorted: those at
+    or below the page's last key (``np.partition``), all of its ties included, which at a
+    million rows and a page near the start is a few thousand rows instead of every one."""
+    n = len(keys)
+    k = min(offset + limit, n)
+    candidates = None
+    if k < n // 4:
+        kth = np.partition(keys, k - 1)[k - 1]
+        if not np.isnan(kth):
+            candidates = np.flatnonzero(keys <= kth)
+    if candidates is None:
+        candidates = np.arange(n)
+    order = np.lexsort((ids[candidates].astype(str), keys[candidates]))
+    return candidates[order[offset:offset + limit]]
 
 
 def existing(membrane: Any, ids: list[str]) -> set[str]:
@@ -210,41 +227,18 @@ def referencing(membrane: Any, record_id: str, limit: int = 200,
 
 
 def tag_counts(membrane: Any, clearance: TrustContext | None = None) -> dict[str, int]:
-    """Every tag in the store with how many records carry it (a tag twice in one record counts
-    once), most used first; with ``clearance``, over the records it sees. The database unpacks the tags column and counts (SQLite's json_each,
-    PostgreSQL's jsonb_array_elements_text: 1.1 s at 1M records, where reading every tags
-    value into Python took 2.7 s); another database, or a tags value that is not JSON, is
-    counted here."""
-    store = membrane.store
-    visible = None
+    """Every tag of the live records with how many records carry it (a tag twice in one record
+    counts once), most used first, then by name; with ``clearance``, over the records it sees
+    (in full or redacted: a redacted view shows its tags). Counted on the column cache's tag-set
+    codes (``columns.tag_counts``), so it costs a pass over one int32 column whatever the store's
+    size, and it is as current as every other cache answer."""
+    snap = membrane.columns.current()
+    mask = snap.alive
     if clearance is not None:
-        from .clearance import visible_condition
-
-        visible = visible_condition(as_trust(clearance, "clearance"))
-    counted: list[tuple[str, int]] | None = None
-    if store.is_sqlite or store.engine.dialect.name == "postgresql":
-        unpack = (func.json_each(records.c.tags) if store.is_sqlite
-                  else func.jsonb_array_elements_text(cast(records.c.tags, JSONB))).table_valued("value")
-        row = literal_column("records.rowid") if store.is_sqlite else records.c.id  # SQLite: an integer, sorts faster
-        q = (select(unpack.c.value, func.count(distinct(row)))
-             .select_from(records.join(unpack, true())).group_by(unpack.c.value))
-        if visible is not None:
-            q = q.where(visible)
-        try:
-            with store.read() as conn:
-                counted = [(str(tag), int(n)) for tag, n in conn.execute(q)]
-        except StoreUnavailableError:  # say, a tags value that is not JSON (written around the engine)
-            counted = None
-    if counted is None:
-        counter: Counter[str] = Counter()
-        with store.read() as conn:
-            for (raw,) in conn.execute(select(records.c.tags).where(*([visible] if visible is not None else []))):
-                try:
-                    counter.update(set(json.loads(raw or "[]")))
-                except (TypeError, ValueError):
-                    continue
-        counted = list(counter.items())
-    return dict(sorted(counted, key=lambda kv: (-kv[1], kv[0])))
+        clearance = as_trust(clearance, "clearance")
+        mask = mask & (verdicts(snap.sens_level, snap.scope_code, snap.scope_names, clearance) > 0)
+    counted = column_tag_counts(snap, mask)
+    return dict(sorted(counted.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 __all__ = ["Filters", "search", "tag_counts", "referencing", "existing", "SORTS", "NO_STATUS"]

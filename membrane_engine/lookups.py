@@ -118,6 +118,10 @@ def audit_activity(membrane: "Membrane", bucket_seconds: float = 86400.0, actor:
     bucket_seconds = float(bucket_seconds)
     if not bucket_seconds > 0:
         raise ValueError("bucket_seconds must be positive")
+    if not (actor or action or record_id) and since is None and until is None and bucket_seconds % 3600 == 0:
+        from .activity import activity_of  # the whole log: counted once per process, then the new entries
+
+        return activity_of(membrane).buckets(bucket_seconds)
     scaled = audit_entries.c.ts / bucket_seconds
     # SQLite may lack floor(); timestamps are positive, so truncation is the floor there.
     bucket = cast(scaled, Integer) if membrane.store.is_sqlite else func.floor(scaled)

@@ -24,16 +24,20 @@ one before, so keeping the cache current costs about what changed, not the size 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 
 from ..salience import CustomCurves, DecayColumns, decay_path
 from ..schema import LAYER_RANK
+from . import snapshot_file
 from .store import POLICY_CODES, SCALAR_COLUMNS, Store  # noqa: F401 (POLICY_CODES re-exported)
 
 T = TypeVar("T")
@@ -50,8 +54,10 @@ _DTYPES: dict[str, type | str] = {
     "curve": np.int8, "half_life": float, "min_salience": float, "max_age": float, "pinned": bool,
     "policy": np.int8, "last_reinforced_at": float, "success_signal": float, "runs": float,
     "success_rate": float,
-    "gate": np.int32, "path": np.int8,
+    "gate": np.int32, "path": np.int8, "tagset": np.int32,
 }
+# ``tagset``: the record's tag set (its tags column, as stored) as a code of ``TagSets``, so tag
+# counts and the tag filter are numpy over the codes (``tag_counts``, ``with_tags``).
 # ``gate``: what the trust gate looks at (layer, sensitivity level, scope) as one code, so a
 # request gates every row with a single lookup in a small table (``gate_table``); 0 marks a row
 # that is not alive. Scope codes only ever grow, so a row's code never changes with the vocabulary.
@@ -98,6 +104,74 @@ class RowIndex(Mapping):
         return self._n
 
 
+class TagSets:
+    """The distinct values of the records' tags column (tag sets) -> codes, and the tags each set
+    holds. Append-only and shared by every snapshot of one load, as ``row_of`` is: a snapshot's
+    rows carry only codes that existed when it was taken (``Snapshot.tag_sets_n``). A set counts
+    each of its tags once; a value that is not a JSON list of strings holds none."""
+
+    def __init__(self, texts: list[str] | None = None):
+        self.texts: list[str] = []
+        self.index: dict[str, int] = {}
+        self.tags: list[str] = []  # every tag seen, in order of first sight
+        self.tag_index: dict[str, int] = {}
+        self._pair_set: list[int] = []  # (set, tag) pairs, in set order, for the first _paired sets
+        self._pair_tag: list[int] = []
+        self._paired = 0
+        self._arrays: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._lock = threading.Lock()
+        if texts:
+            self.codes(texts)
+
+    @classmethod
+    def of(cls, texts: list[str]) -> "TagSets":
+        """Sets whose codes are the positions in ``texts`` (distinct strings)."""
+        out = cls()
+        out.texts = list(texts)
+        out.index = {t: i for i, t in enumerate(out.texts)}
+        if len(out.index) != len(out.texts) or not all(isinstance(t, str) for t in out.texts):
+            raise ValueError("tag sets must be distinct strings")
+        return out
+
+    def codes(self, texts: list) -> np.ndarray:
+        """The code of each value (new ones are added)."""
+        index = self.index
+        new = set(texts).difference(index)
+        if new:
+            with self._lock:
+                for text in sorted(new, key=str):
+                    if text not in index:
+                        self.texts.append(text)  # before the index: a reader never meets a code past texts
+                        index[text] = len(self.texts) - 1
+        return np.fromiter(map(index.__getitem__, texts), dtype=np.int32, count=len(texts))
+
+    def pairs(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(set code, tag code) of every tag of the first ``k`` sets, ordered by set."""
+        with self._lock:
+            while self._paired < k:
+                code = self._paired
+                try:
+                    parsed = json.loads(self.texts[code])
+                except (TypeError, ValueError):
+                    parsed = None
+                for tag in dict.fromkeys(parsed if isinstance(parsed, list) else ()):
+                    if not isinstance(tag, str):
+                        continue
+                    t = self.tag_index.get(tag)
+                    if t is None:
+                        self.tags.append(tag)
+                        t = self.tag_index[tag] = len(self.tags) - 1
+                    self._pair_set.append(code)
+                    self._pair_tag.append(t)
+                self._paired += 1
+            if self._arrays is None or self._arrays[0] != self._paired:
+                self._arrays = (self._paired, np.array(self._pair_set, dtype=np.int32),
+                                np.array(self._pair_tag, dtype=np.int32))
+            _, sets, tags = self._arrays
+        m = int(np.searchsorted(sets, k))
+        return sets[:m], tags[:m]
+
+
 @dataclass
 class Snapshot:
     """Immutable view of the columns at one change number; queries read one snapshot."""
@@ -122,6 +196,9 @@ class Snapshot:
     runs: np.ndarray | None = None
     # A competence record's stored performance.success_rate; NaN without a performance object.
     success_rate: np.ndarray | None = None
+    tagset: np.ndarray | None = None  # tag-set code per row (TagSets)
+    tag_sets: TagSets | None = None
+    tag_sets_n: int = 0  # codes below this are the ones this snapshot's rows may carry
 
     def __len__(self) -> int:
         return int(np.count_nonzero(self.alive))
@@ -131,8 +208,10 @@ class _Columns:
     """The buffers behind the newest snapshot (only the cache, under its lock, touches these)."""
 
     def __init__(self, buffers: dict[str, np.ndarray], n: int, scope_names: list[str],
-                 custom: dict[int, tuple[tuple[float, float], ...]], row_of: dict[str, int]):
+                 custom: dict[int, tuple[tuple[float, float], ...]], row_of: dict[str, int],
+                 tag_sets: TagSets | None = None):
         self.buffers = buffers
+        self.tag_sets = tag_sets if tag_sets is not None else TagSets()
         self.n = n
         self.scope_names = scope_names
         self.scope_index = {s: i for i, s in enumerate(scope_names)}
@@ -169,6 +248,7 @@ class _Columns:
             created_at=v["created_at"], decay=decay, policy=v["policy"],
             last_reinforced_at=v["last_reinforced_at"], success_signal=v["success_signal"],
             row_of=RowIndex(self.row_of, n), runs=v["runs"], success_rate=v["success_rate"], gate=v["gate"],
+            tagset=v["tagset"], tag_sets=self.tag_sets, tag_sets_n=len(self.tag_sets.texts),
         )
 
 
@@ -179,8 +259,10 @@ def _floats(col: np.ndarray) -> np.ndarray:
         return np.array(col.tolist(), dtype=float)
 
 
-def _decode(rows: list[tuple], scope_index: dict[str, int], scope_names: list[str]) -> dict[str, np.ndarray]:
-    """Column arrays of a chunk of SCALAR_COLUMNS tuples (new scopes are added to the vocabulary)."""
+def _decode(rows: list[tuple], scope_index: dict[str, int], scope_names: list[str],
+            tag_sets: TagSets) -> dict[str, np.ndarray]:
+    """Column arrays of a chunk of SCALAR_COLUMNS tuples (new scopes and tag sets are added to
+    their vocabularies)."""
     n = len(rows)
     if n == 0:
         return {name: np.empty(0, dtype=dtype) for name, dtype in _DTYPES.items()}
@@ -214,6 +296,7 @@ def _decode(rows: list[tuple], scope_index: dict[str, int], scope_names: list[st
                  "max_age", "last_reinforced_at", "success_signal", "runs", "success_rate"):
         out[name] = _floats(col(name))
     out["path"] = decay_path(out["curve"], out["pinned"], out["max_age"])
+    out["tagset"] = tag_sets.codes(col("tags").tolist())
     return out
 
 
@@ -235,6 +318,36 @@ def gate_table(snap: "Snapshot", trust, type_ok: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], table.ravel())).astype(np.int8)
 
 
+def tag_counts(snap: Snapshot, rows: np.ndarray) -> dict[str, int]:
+    """Every tag carried by the rows ``rows`` (a boolean mask) selects, with how many of them
+    carry it: rows counted per tag set, then per tag over the sets' members."""
+    k = snap.tag_sets_n
+    if snap.tag_sets is None or not k:
+        return {}
+    per_set = np.bincount(snap.tagset[rows], minlength=k)
+    sets, tags = snap.tag_sets.pairs(k)
+    per_tag = np.bincount(tags, weights=per_set[sets], minlength=len(snap.tag_sets.tags))
+    names = snap.tag_sets.tags
+    return {names[t]: int(per_tag[t]) for t in np.nonzero(per_tag)[0].tolist()}
+
+
+def with_tags(snap: Snapshot, wanted: list[str]) -> np.ndarray:
+    """A boolean per row: the record carries every tag of ``wanted`` (exactly, case and all)."""
+    k = snap.tag_sets_n
+    ok = np.ones(k, dtype=bool)
+    if snap.tag_sets is not None and k:
+        sets, tags = snap.tag_sets.pairs(k)
+        for tag in dict.fromkeys(wanted):
+            code = snap.tag_sets.tag_index.get(tag)
+            has = np.zeros(k, dtype=bool)
+            if code is not None:
+                has[sets[tags == code]] = True
+            ok &= has
+    if snap.tagset is None or not k:
+        return np.zeros(len(snap.ids), dtype=bool) if wanted else np.ones(len(snap.ids), dtype=bool)
+    return ok[snap.tagset]
+
+
 def _custom_of(rows: list[tuple], offset: int) -> dict[int, tuple[tuple[float, float], ...]]:
     k = _COL["decay_points"]
     return {offset + i: tuple(map(tuple, json.loads(r[k]))) for i, r in enumerate(rows) if r[k]}
@@ -247,12 +360,13 @@ def _load(store: Store, conn) -> _Columns:
     faster at 1M rows). Rows added later go after these; nothing depends on row order."""
     scope_names = [""]
     scope_index = {"": 0}
+    tag_sets = TagSets()
     parts: list[dict[str, np.ndarray]] = []
     custom: dict[int, tuple[tuple[float, float], ...]] = {}
     n = 0
     for rows in store.scalar_chunks(conn):
         custom.update(_custom_of(rows, n))
-        parts.append(_decode(rows, scope_index, scope_names))
+        parts.append(_decode(rows, scope_index, scope_names, tag_sets))
         n += len(rows)
     gate = np.concatenate([part["gate"] for part in parts]) if parts else np.empty(0, dtype=np.int32)
     order = np.argsort(gate, kind="stable")
@@ -269,7 +383,7 @@ def _load(store: Store, conn) -> _Columns:
         custom = {int(position[row]): points for row, points in custom.items()}
     ids = buffers["ids"][:n].tolist()
     row_of = dict(zip(ids, range(n)))
-    return _Columns(buffers, n, scope_names, custom, row_of)
+    return _Columns(buffers, n, scope_names, custom, row_of, tag_sets)
 
 
 @dataclass
@@ -293,7 +407,7 @@ def _patch(cols: _Columns, rows: list[tuple], gone: set[str]) -> _Patch:
     SCALAR_COLUMNS tuples) were written and ``gone`` were removed; reads ``cols`` only."""
     scope_names = list(cols.scope_names)
     scope_index = dict(cols.scope_index)
-    fresh = _decode(rows, scope_index, scope_names)
+    fresh = _decode(rows, scope_index, scope_names, cols.tag_sets)
     replace_at: list[int] = []
     replace_from: list[int] = []
     append_from: list[int] = []
@@ -393,8 +507,15 @@ class ColumnCache:
     are copied instead. Snapshots are handed out and replaced under ``_swap``, so none can be
     picked up between the check and the write."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, snapshots: Path | None | object = ...):
+        """``snapshots``: the directory of this store's persisted snapshot (``snapshot_file``);
+        by default ``snapshot_dir(store)``; None: none is read or written."""
         self._store = store
+        self._snapshot_dir: Path | None = snapshot_dir(store) if snapshots is ... else snapshots  # type: ignore[assignment]
+        self.snapshot_min_rows = SNAPSHOT_MIN_ROWS  # smaller loads are not worth a file
+        self.snapshot_status = "none"  # what the first load made of the persisted snapshot (logs, tests)
+        self.snapshot_saved = "none"  # how writing one went last
+        self._saver: threading.Thread | None = None
         self._snapshot: Snapshot | None = None
         self._columns: _Columns | None = None
         self._lock = threading.RLock()  # one refresh at a time
@@ -522,11 +643,106 @@ class ColumnCache:
             return self._publish(cols, new_seq)
 
     def _reload(self, conn) -> Snapshot:
+        identity = None
+        if self._snapshot_dir is not None and self._store is not None:
+            identity = self._store.snapshot_identity(conn)
+            if self._loads == 0:
+                snap = self._from_file(conn, *identity)
+                if snap is not None:
+                    return snap
         seq = self._store.change_counter(conn)
         cols = _load(self._store, conn)
         with self._swap:
             self._loads += 1
-            return self._publish(cols, seq)
+            snap = self._publish(cols, seq)
+        if identity is not None:
+            self._persist(conn, *identity)
+        return snap
+
+    # persisted snapshots (snapshot_file) ------------------------------------------
+
+    def _snapshot_path(self, store_id: str | None) -> Path | None:
+        if self._snapshot_dir is None or not store_id or not _SAFE_ID.fullmatch(store_id):
+            return None
+        return self._snapshot_dir / f"{store_id}.columns"
+
+    def _from_file(self, conn, store_id: str | None, key: bytes | None) -> Snapshot | None:
+        """The store's persisted snapshot brought up to date with the change log (published, under
+        ``_lock``), or None when there is none or it may not be used (``snapshot_status`` says
+        why); the caller then loads the store in full."""
+        path = self._snapshot_path(store_id)
+        if path is None or not key:
+            return None
+        try:
+            header, data = snapshot_file.header_of(path)
+            try:
+                seq = int(header["seq"])
+                n = int(header["n"])
+            except (KeyError, TypeError, ValueError):
+                raise snapshot_file.SnapshotRejected("malformed header") from None
+            if header.get("store_id") != store_id:
+                raise snapshot_file.SnapshotRejected("of another store")
+            counter = self._store.change_counter(conn)
+            if seq > counter:
+                raise snapshot_file.SnapshotRejected(f"at change {seq}, ahead of the store's {counter}")
+            if self._store.change_at(conn, seq) != header.get("seq_record"):
+                raise snapshot_file.SnapshotRejected(f"the store's change {seq} is not the one it was made at")
+            log = self._store.changes_with_rows(conn, seq, int(_FULL_RELOAD_FRACTION * max(n, 1000)))
+            if log is None:
+                raise snapshot_file.SnapshotRejected(f"too far behind the store (change {seq} of {counter})")
+            columns, ids = snapshot_file.verified(header, data, key, _PERSISTED)
+            del data
+            cols = _columns_from(header, columns, ids)
+        except snapshot_file.SnapshotRejected as exc:
+            self.snapshot_status = f"ignored: {exc}"
+            return None
+        except (ValueError, KeyError, TypeError, OSError, MemoryError) as exc:
+            self.snapshot_status = f"ignored: unreadable ({type(exc).__name__}: {exc})"
+            return None
+        with self._swap:
+            self._loads += 1
+            self._publish(cols, seq)
+        snap = self._refresh(conn, seq, log)
+        self.snapshot_status = f"used: change {seq}, {len(log)} changes applied"
+        if len(log) > max(1000, n // 100):  # far enough behind to be worth writing anew
+            self._persist(conn, store_id, key)
+        return snap
+
+    def _persist(self, conn, store_id: str | None, key: bytes | None) -> None:
+        """Write the current snapshot to disk in a thread of its own (its holder's references
+        make the cache copy what it changes meanwhile, so it reads a consistent snapshot)."""
+        path = self._snapshot_path(store_id)
+        with self._swap:
+            snap, cols = self._snapshot, self._columns
+            if path is None or not key or snap is None or cols is None or cols.n < self.snapshot_min_rows:
+                return
+            views, custom = dict(cols.views), cols.custom
+        header = {"kind": "membrane column snapshot", "store_id": store_id, "seq": snap.seq,
+                  "seq_record": self._store.change_at(conn, snap.seq), "n": int(len(snap.ids)),
+                  "scope_names": list(snap.scope_names), "tag_sets": snap.tag_sets.texts[:snap.tag_sets_n],
+                  "custom": [[int(row), [list(p) for p in points]] for row, points in sorted(custom.items())]}
+
+        def save() -> None:
+            try:
+                columns = {name: views[name] for name in _PERSISTED}
+                size = snapshot_file.write(path, key, header, columns, views["ids"].tolist())
+                self.snapshot_saved = f"written: change {header['seq']}, {size:,} bytes"
+            except (OSError, ValueError) as exc:
+                self.snapshot_saved = f"not written: {exc}"
+
+        self._saver = threading.Thread(target=save, name="membrane-column-snapshot", daemon=True)
+        self._saver.start()
+
+    @property
+    def snapshot_dir(self) -> Path | None:
+        """The directory of this store's persisted snapshot (None: none is kept)."""
+        return self._snapshot_dir
+
+    def wait_for_snapshot(self, timeout: float | None = None) -> None:
+        """Until the snapshot being written (if any) is on disk."""
+        saver = self._saver
+        if saver is not None:
+            saver.join(timeout)
 
     def _handout(self) -> Snapshot:
         with self._swap:
@@ -554,6 +770,61 @@ class ColumnCache:
             self._columns = None
 
 
+# What a snapshot file holds per row: every column but those recomputed on reading (the gate
+# code and the decay path follow from the others) and the ids (stored as text).
+_PERSISTED = {name: np.dtype(dtype) for name, dtype in _DTYPES.items() if name not in ("ids", "gate", "path")}
+_SAFE_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
+SNAPSHOT_ENV = "MEMBRANE_COLUMN_SNAPSHOTS"  # "off": no snapshot is read or written
+SNAPSHOT_MIN_ROWS = 50_000
+
+
+def snapshot_dir(store: Store) -> Path | None:
+    """Where a store's persisted column snapshot lives: a SQLite file's in ``<file>-columns/``
+    beside it, a server's in ``$MEMBRANE_HOME/column-snapshots/`` (else ~/.membrane), named by
+    the store's id; None for an in-memory store, or when $MEMBRANE_COLUMN_SNAPSHOTS is off."""
+    if os.environ.get(SNAPSHOT_ENV, "").strip().lower() in ("off", "0", "no", "false"):
+        return None
+    if store.is_sqlite:
+        path = store._file_path
+        return None if path is None else path.with_name(path.name + "-columns")
+    home = os.environ.get("MEMBRANE_HOME")
+    return (Path(home).expanduser() if home else Path.home() / ".membrane") / "column-snapshots"
+
+
+def _columns_from(header: dict, columns: dict[str, np.ndarray], ids: list[str]) -> _Columns:
+    """Buffers (with spare capacity) of a verified snapshot file's columns, its codes checked
+    against its vocabularies; ValueError when anything does not fit."""
+    n = len(ids)
+    scope_names = header["scope_names"]
+    if (not isinstance(scope_names, list) or not scope_names or scope_names[0] != ""
+            or not all(isinstance(x, str) for x in scope_names) or len(set(scope_names)) != len(scope_names)):
+        raise ValueError("malformed scope names")
+    tag_sets = TagSets.of(header["tag_sets"])
+    checks = (("scope_code", len(scope_names)), ("tagset", len(tag_sets.texts)), ("type_code", len(TYPE_NAMES)),
+              ("curve", 8), ("policy", len(POLICY_CODES)), ("sens_level", _LEVEL_SLOTS - 1))
+    for name, bound in checks:
+        col = columns[name]
+        if n and (int(col.min()) < (-1 if name == "sens_level" else 0) or int(col.max()) >= bound):
+            raise ValueError(f"{name} codes out of range")
+    custom = {}
+    for row, points in header["custom"]:
+        if not 0 <= int(row) < n:
+            raise ValueError("custom curve of no row")
+        custom[int(row)] = tuple((float(t), float(v)) for t, v in points)
+    capacity = max(16, int(n * _GROWTH))
+    buffers = {name: np.empty(capacity, dtype=dtype) for name, dtype in _DTYPES.items()}
+    for name, col in columns.items():
+        buffers[name][:n] = col
+    buffers["ids"][:n] = ids
+    v = {name: buf[:n] for name, buf in buffers.items()}
+    v["gate"][:] = np.where(v["alive"], gate_codes(v["type_code"], v["sens_level"], v["scope_code"]), DEAD)
+    v["path"][:] = decay_path(v["curve"], v["pinned"], v["max_age"])
+    row_of = dict(zip(ids, range(n)))
+    if len(row_of) != n:
+        raise ValueError("an id twice")
+    return _Columns(buffers, n, scope_names, custom, row_of, tag_sets)
+
+
 def _ref_counts(cache: ColumnCache, names: set[str]) -> dict[str, int]:
     """Reference counts of the cache's snapshot, its decay columns and, per name, the buffer and
     the snapshot's view of it (the same code measures ``_OWN_REFS``, so the counts compare)."""
@@ -577,7 +848,7 @@ def _own_refs(names: set[str]) -> dict[str, int]:
     """``_ref_counts`` of a cache whose snapshot nobody else holds: one made here, on one row."""
     if not _OWN_REFS:
         buffers = {name: np.zeros(1, dtype=dtype) for name, dtype in _DTYPES.items()}
-        cache = ColumnCache(None)  # type: ignore[arg-type]
+        cache = ColumnCache(None, snapshots=None)  # type: ignore[arg-type]
         cache._publish(_Columns(buffers, 1, [""], {}, {}), 0)
         _OWN_REFS.update(_ref_counts(cache, set(_DTYPES)))
     out = {"snapshot": _OWN_REFS["snapshot"], "decay": _OWN_REFS["decay"]}

@@ -78,6 +78,9 @@ except ImportError:  # pragma: no cover - PostgreSQL support is optional
 
 T = TypeVar("T")
 
+# The key that signs this store's persisted column snapshots (storage/snapshot_file.py): kept
+# in the store, so whoever can write a snapshot file but cannot read the store cannot forge one.
+SNAPSHOT_KEY = "column_snapshot_key"
 SCHEMA_VERSION = 2  # 2: the store-wide audit chain and content digests (audit.upgrade)
 DEFAULT_DB_PATH = Path(os.environ.get("MEMBRANE_HOME", Path.home() / ".membrane")) / "membrane.db"
 
@@ -263,19 +266,20 @@ PACKED_CODES = (f"({_TYPE_CASE}) + 8 * curve + 64 * (CASE WHEN pinned THEN 1 ELS
                 f"+ 128 * ({_POLICY_CASE}) + 512 * (sens_level + 1)")
 SCALAR_COLUMNS = (
     "id", "scope", "confidence", "created_at", "anchor_salience", "anchor_at", "half_life", "min_salience",
-    "max_age", "decay_points", "last_reinforced_at", "success_signal", "runs", "success_rate", "packed",
+    "max_age", "decay_points", "last_reinforced_at", "success_signal", "runs", "success_rate", "packed", "tags",
 )
 SCALAR_SELECT = tuple(PACKED_CODES if name == "packed" else name for name in SCALAR_COLUMNS)
 _CHANGED_ROW_COLUMNS = ", ".join(f"r.{c}" if c != "packed" else PACKED_CODES for c in SCALAR_COLUMNS)
 # SQLite keeps a record's scalars on the same pages as its ~1.5 KB document: a covering index
 # lets the cold load scan 100-byte index entries instead (-20% at 1M). PostgreSQL reads its
 # heap fast enough and would pay the index on every write for nothing.
-SQLITE_SCALAR_INDEX_NAME = "ix_records_scalars2"
-_OLD_SQLITE_SCALAR_INDEXES = ("ix_records_scalars",)  # before success_rate: dropped on open
+SQLITE_SCALAR_INDEX_NAME = "ix_records_scalars3"
+# Before success_rate, before tags (the cache's tag-set codes): dropped on open.
+_OLD_SQLITE_SCALAR_INDEXES = ("ix_records_scalars", "ix_records_scalars2")
 SQLITE_SCALAR_INDEX = (
     f"CREATE INDEX IF NOT EXISTS {SQLITE_SCALAR_INDEX_NAME} ON records (scope, sens_level, type, id, confidence, "
     "created_at, anchor_salience, anchor_at, curve, half_life, min_salience, max_age, decay_points, pinned, "
-    "deletion_policy, last_reinforced_at, success_signal, runs, success_rate)")
+    "deletion_policy, last_reinforced_at, success_signal, runs, success_rate, tags)")
 
 
 SQLITE_PAGE_SIZE = 16384
@@ -809,6 +813,7 @@ class Store:
                 metadata.create_all(conn)
                 conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
                 conn.execute(meta.insert().values(key="store_id", value=str(uuid.uuid4())))
+                conn.execute(meta.insert().values(key=SNAPSHOT_KEY, value=os.urandom(32).hex()))
             else:
                 version = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
                 if version is None or int(version) > SCHEMA_VERSION:
@@ -825,7 +830,11 @@ class Store:
                     from ..audit import upgrade  # audit.py imports this module
 
                     upgrade(conn, int(version))
+                if conn.execute(select(meta.c.value).where(meta.c.key == SNAPSHOT_KEY)).scalar() is None:
+                    conn.execute(meta.insert().values(key=SNAPSHOT_KEY, value=os.urandom(32).hex()))
             if conn.dialect.name == "sqlite":
+                for name in _OLD_SQLITE_SCALAR_INDEXES:
+                    conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
                 conn.exec_driver_sql(SQLITE_SCALAR_INDEX)
         self._file = self._file_path  # from now on, the file must stay where it is
         return not existed
@@ -1565,6 +1574,19 @@ class Store:
 
     def change_counter(self, conn: Connection) -> int:
         return int(conn.execute(select(func.coalesce(func.max(changes.c.seq), 0))).scalar())
+
+    def snapshot_identity(self, conn: Connection) -> tuple[str | None, bytes | None]:
+        """(the store's id, the key that signs its persisted column snapshots), from ``meta``."""
+        found = dict(conn.execute(select(meta.c.key, meta.c.value)
+                                  .where(meta.c.key.in_(("store_id", SNAPSHOT_KEY)))).all())
+        key = found.get(SNAPSHOT_KEY)
+        return found.get("store_id"), bytes.fromhex(key) if key else None
+
+    def change_at(self, conn: Connection, seq: int) -> str | None:
+        """The record id of change ``seq`` (None for 0 or a number the log does not hold)."""
+        if seq <= 0:
+            return None
+        return conn.execute(select(changes.c.record_id).where(changes.c.seq == int(seq))).scalar()
 
     def changed_since(self, conn: Connection, seq: int) -> set[str]:
         return set(conn.execute(select(changes.c.record_id).where(changes.c.seq > seq)).scalars())

@@ -30,9 +30,12 @@ def test_prewarm_fills_the_cached_engine_the_pages_use(tmp_path: Path, monkeypat
     monkeypatch.setattr(ColumnCache, "current", lambda self: loads.append(self) or real_current(self))
 
     cli.prewarm(url)
-    assert len(opened) == 1 and len(loads) == 1
+    assert len(opened) == 1 and loads and all(cache is loads[0] for cache in loads)
     m = state._open(url)  # what a page gets: the prewarmed engine, not a second one
     assert len(opened) == 1 and loads[0] is m.columns
+    from membrane_engine import activity
+
+    assert m in activity._OF  # the audit activity the first pages chart is counted too
 
 
 def test_prewarm_says_in_the_terminal_when_the_store_cannot_be_opened(tmp_path: Path, capsys) -> None:

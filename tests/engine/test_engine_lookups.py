@@ -73,8 +73,23 @@ def test_tag_counts_skip_a_tags_value_that_is_not_json(tmp_path):
     m = Membrane.open(f"sqlite:///{path}", load_sample=False)
     try:
         m.import_records([make_record("r1", tags=["ops"]), make_record("r2", tags=["ops", "db"])])
-        with sqlite3.connect(path) as conn:  # written around the engine
+        with sqlite3.connect(path) as conn:  # written around the engine (and its change log)
             conn.execute("UPDATE records SET tags = 'not json' WHERE id = 'r2'")
-        assert tag_counts(m) == {"ops": 1}
     finally:
         m.close()
+    m = Membrane.open(f"sqlite:///{path}", load_sample=False)  # a cache that loads the store as it is now
+    try:
+        assert tag_counts(m) == {"ops": 1}
+        assert search(m, Filters(tags=["ops"]), as_of=T0)[0] == 1
+    finally:
+        m.close()
+
+
+def test_tag_filter_is_exact(membrane):
+    """A tag matches itself only: not another case of it, not a tag that contains it."""
+    membrane.import_records([make_record("r1", tags=["Ops"]), make_record("r2", tags=["ops", "ops-night"]),
+                             make_record("r3", tags=["ops-night"])])
+    assert search(membrane, Filters(tags=["ops"]), sort="id")[0] == 1
+    assert [r.id for r in search(membrane, Filters(tags=["ops-night"]), sort="id")[1]] == ["r2", "r3"]
+    assert search(membrane, Filters(tags=["Ops", "ops"]))[0] == 0
+    assert tag_counts(membrane) == {"ops-night": 2, "Ops": 1, "ops": 1}
