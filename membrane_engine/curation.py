@@ -737,6 +737,36 @@ PLANNERS: dict[str, Callable[..., CurationPlan]] = {
 }
 
 
+# --------------------------------------------------------------------------- reinstate
+
+
+def plan_reinstate(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    """A contested semantic record back to ``active`` (the contest is resolved in its favour):
+    relations and salience unchanged; audit ``revise`` "reinstated: ...". Refused for a record
+    that is not contested (naming its status); episodic records are immutable (SPEC 6 order)."""
+    actor, rationale = _who(actor, rationale)
+    rid = _id(id)
+    rows, recs = _load(v, [rid])
+    _no_episodic(recs.values(), "reinstated")
+    row, record = rows[rid], recs[rid]
+    status = _status(record)
+    if status != RevisionStatus.CONTESTED.value:
+        what = f"is {status}" if status else f"is a {record.type.value} record, which has no revision status"
+        raise ValidationError(f"record {rid!r} {what}; only a contested record can be reinstated",
+                              [("id", status or "no revision status")])
+    after = _clone(record)
+    _revision(after).status = RevisionStatus.ACTIVE  # type: ignore[union-attr]
+    b = _Builder("reinstate", now)
+    _update(b, row, record, after)
+    b.entry(rid, AuditAction.REVISE, actor, f"reinstated: {rationale}",
+            {"status": _changed(status, RevisionStatus.ACTIVE.value)})
+    return b.build()
+
+
+PLANNERS["reinstate"] = plan_reinstate
+_REWRITES = _REWRITES | {"reinstate"}
+
+
 # --------------------------------------------------------------------------- applying a plan
 
 
@@ -937,6 +967,10 @@ class CurationMixin:
         """Ids in the archive (pruned or deleted), newest first."""
         with self.store.read() as conn:
             return self.store.archived_ids(conn)
+
+    def reinstate(self, id: str, actor: str, rationale: str) -> CurationPlan:
+        """A contested semantic record back to active; salience unchanged (``plan_reinstate``)."""
+        return self._curate("reinstate", id, actor, rationale)
 
 
 def _check_call(op: str, planner: Callable[..., CurationPlan], args: tuple, kwargs: dict[str, Any]) -> None:
