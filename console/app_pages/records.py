@@ -181,7 +181,10 @@ else:
         "confidence": round(r.confidence, 3), "created": format_time(r.created_at)[:16].replace("T", " "),
         "id": clean(r.id, 200),
     } for r in page])
-    table_key = f"{K}_table_{fingerprint}_{page_no}"
+    # The selection is by row position: a page whose rows changed (a write re-sorted it) is a new
+    # table with no selection, so a selection always names the records the operator ticked.
+    rows_seen = hashlib.sha1("\n".join(st.session_state[ids_key]).encode()).hexdigest()[:10]
+    table_key = f"{K}_table_{fingerprint}_{page_no}_{rows_seen}"
     event = st.dataframe(frame, hide_index=True, width="stretch", key=table_key,
                          on_select=partial(select_rows, table_key, ids_key), selection_mode="multi-row",
                          column_config={"summary": st.column_config.TextColumn(width="large", pinned=True),

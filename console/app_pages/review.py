@@ -86,6 +86,10 @@ def _contesters(item: Any) -> list[str]:
     return lines
 
 
+def pick(record_id: str) -> None:
+    st.session_state[f"{K}_target"] = record_id
+
+
 for k, item in enumerate(queue.contested):
     with st.container(border=True):
         left, right = st.columns([1, 1])
@@ -105,6 +109,9 @@ for k, item in enumerate(queue.contested):
                 when = item.contested_at or item.record.updated_at
                 why = f": {clean(item.rationale, 300)}" if item.rationale else ""
                 st.caption(f"since {format_time(when)[:16].replace('T', ' ')}{md(why, 320)}")
+                if may_write:
+                    st.button("Resolve…", key=f"{K}_pick_{k}", on_click=pick, args=(item.record.id,),
+                              help="Choose this record in the Resolve section below")
 
 resolvable = [item for item in queue.contested if not item.record.redacted]
 if resolvable:

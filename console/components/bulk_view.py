@@ -174,7 +174,11 @@ def bulk_panel(m: Any, operator: Operator, ids: list[str], key: str, ops: list[s
                 + (f"; {plural(refused, 'record')} will be refused (see why below)" if refused else "") + ".")
     st.info(preview.policy, icon=":material/info:")
     st.dataframe(preview_frame(preview, names), hide_index=True, key=f"{key}_preview_table", width="stretch",
-                 column_config={"why not": st.column_config.TextColumn(width="large")})
+                 column_config={"record": st.column_config.TextColumn(width="medium"),
+                                "will": st.column_config.TextColumn(width="small"),
+                                "before": st.column_config.TextColumn(width="medium"),
+                                "after": st.column_config.TextColumn(width="medium"),
+                                "why not": st.column_config.TextColumn(width="medium")})
     if not accepted:
         st.warning("Nothing to apply: the engine refuses every selected record.")
         return

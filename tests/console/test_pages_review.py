@@ -206,3 +206,11 @@ def test_the_queue_is_read_through_the_clearance(store):
         assert name not in text
     if mine.contested_withheld:
         assert f"{mine.contested_withheld}" in text and "beyond your clearance" in text
+
+
+def test_resolve_button_beside_a_record_chooses_it(store):
+    at = page()
+    items = at.selectbox(key="rv_target").options
+    assert len(items) > 1
+    ok(at.button(key="rv_pick_1").click().run())
+    assert at.selectbox(key="rv_target").index == 1
