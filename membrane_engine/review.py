@@ -61,7 +61,7 @@ class ContestedItem:
     contesters: tuple[Contester, ...]
     contesters_withheld: int  # record contesters beyond the clearance: counted, never shown
     contested_at: datetime | None  # the newest contest entry's time (None for a redacted record)
-    rationale: str | None  # that entry's rationale
+    rationale: str | None  # that entry's reason (its rationale without "contested by REF: ")
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def _contested(m: "Membrane", clearance: TrustContext, limit: int
                 contesters.append(Contester(ref, None, ref, False, how))  # an external reference
         last = entries.get(rid, [])
         items.append(ContestedItem(record, label_of_doc(doc), tuple(contesters), hidden,
-                                   last[-1][1] if last else None, last[-1][2] if last else None))
+                                   last[-1][1] if last else None, _reason(last[-1]) if last else None))
     return items, len(seen), withheld
 
 
@@ -242,6 +242,16 @@ def _pruning(m: "Membrane", clearance: TrustContext, when: datetime, horizon: ti
                                bool(redacted_rows[k]) or named[rid].startswith("redacted "),
                                float(s_now[k]), datetime.fromtimestamp(float(hi[k]), UTC)))
     return items, int(len(shown)), withheld
+
+
+def _reason(entry: tuple[str, datetime, str]) -> str:
+    """The operator's reason of a contest entry, without the "contested by REF: " its rationale
+    starts with (the contester is named, or counted, in ``contesters``)."""
+    ref, _, rationale = entry
+    for prefix in (f"contested by {ref}: ", "contested: "):
+        if rationale.startswith(prefix):
+            return rationale[len(prefix):]
+    return rationale
 
 
 def _is_redacted_label(text: str) -> bool:

@@ -327,12 +327,16 @@ def test_review_page_leak_grid(clearance, review_url, monkeypatch):
     sens, scopes = clearance
     who = operator(f"op-{sens}", sens, scopes, role="curator")
     bad = cs.forbidden_canaries(RECORDS, sens, scopes)
-    seen = 0
+    # Not even the id of a record the clearance does not see (a contester, a contested record or
+    # one about to be pruned) is on the page: it is counted, never named.
+    hidden_ids = {r["id"] for r in RECORDS if cs.verdict(r, sens, scopes) == "hidden"}
     for at in drive_review(who, review_url, monkeypatch):
         no_exception(at)
         found = leaked(at, bad)
         assert not found, f"review as {clearance_id(clearance)}: {len(found)} canaries beyond the clearance, e.g. {found[:3]}"
-        seen += 1
+        page_text = sent(at)
+        named = sorted(rid for rid in hidden_ids if rid in page_text)
+        assert not named, f"review as {clearance_id(clearance)} names hidden records: {named[:3]}"
     # The queue's counts are the clearance's: contested records it does not see are only counted.
     contested = [r for r in RECORDS if r["type"] == "semantic" and r["id"].startswith("rec-")]
     visible = [r for r in contested if cs.verdict(r, sens, scopes) != "hidden"]

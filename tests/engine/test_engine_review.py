@@ -48,7 +48,7 @@ def test_contested_records_come_with_what_contests_them(m: Membrane) -> None:
     assert (contester.record_id, contester.label, contester.via) == ("b", "bravo rebuttal is x", ("audit", "relation"))
     [external] = by_id["c"].contesters
     assert (external.record_id, external.ref, external.via) == (None, "ticket-42", ("audit",))
-    assert by_id["c"].rationale == "contested by ticket-42: an outside report"
+    assert by_id["c"].rationale == "an outside report"  # the reason; the contester is named above
     m.reinstate("a", ACTOR, "a holds")
     assert [item.record.id for item in m.review_queue(ALL).contested] == ["c"]
 
@@ -59,7 +59,7 @@ def test_contested_beyond_the_clearance_is_counted_never_shown(m: Membrane) -> N
                       fact("other", "other scope claim", scope="beta"),
                       fact("spy", "hidden contester", sensitivity="high")])
     for rid in ("seen", "secret", "medium", "other"):
-        m.contest(rid, "spy", ACTOR, "the spy says no")
+        m.contest(rid, "spy", ACTOR, "disputed")
     q = m.review_queue(LOW_ALPHA)
     assert q.contested_total == 2  # seen (full) and medium (redacted)
     assert q.contested_withheld == 2  # secret (hyper) and other (scope beta)
@@ -75,7 +75,8 @@ def test_contested_beyond_the_clearance_is_counted_never_shown(m: Membrane) -> N
         assert leak not in text
     # (The record "seen" itself is seen in full, its own relations and rationale with it; what
     # contests it is only counted.)
-    assert "spy" not in repr(by_id["seen"].contesters) + repr(redacted)
+    assert "spy" not in repr(by_id["seen"].contesters) + repr(redacted) + by_id["seen"].rationale
+    assert by_id["seen"].rationale == "disputed"
 
 
 def test_records_about_to_be_pruned_with_when(m: Membrane) -> None:
