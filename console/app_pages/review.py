@@ -41,7 +41,8 @@ m = state.membrane()
 
 if st.session_state.pop(f"{K}_reset", False):  # an applied resolution: clear its inputs before they are drawn
     st.session_state[f"{K}_rationale"] = ""
-    st.session_state[f"{K}_confirm"] = False
+    for name in [k for k in st.session_state if str(k).startswith(f"{K}_confirm_")]:
+        del st.session_state[name]
     st.session_state.pop(f"{K}_json_for", None)
 
 st.title("Review")
@@ -176,9 +177,13 @@ if resolvable:
             else:
                 render_plan(plan, key=f"{K}_plan")
                 confirmed = True
+                # Keyed by the record and the resolution: a confirmation (or a click) given for one
+                # record never applies to another that took its place in the list.
                 if destructive:
-                    confirmed = st.checkbox(f"I confirm: {label.lower()} this record as previewed.", key=f"{K}_confirm")
-                if st.button(f"Apply: {label.lower()}", type="primary", key=f"{K}_apply", disabled=not confirmed):
+                    confirmed = st.checkbox(f"I confirm: {label.lower()} this record as previewed.",
+                                            key=f"{K}_confirm_{action}_{target}")
+                if st.button(f"Apply: {label.lower()}", type="primary", key=f"{K}_apply_{action}_{target}",
+                             disabled=not confirmed):
                     writer = auth.authorize(action)  # the role, checked at the moment of writing
                     try:
                         done = getattr(m, action)(*call_args(writer.actor))

@@ -70,41 +70,49 @@ def _params(op: str, key: str) -> tuple[dict[str, Any], list[str]]:
     return params, missing
 
 
-def _fact(record: Any) -> str:
+def _facts(record: Any) -> dict[str, str]:
+    """What an operator checks before and after a change."""
     if record is None:
-        return ""
-    bits = [f"S {record.salience:.4g}"]
-    if record.revision_status:
-        bits.append(record.revision_status)
-    if record.lifecycle.pinned:
-        bits.append("pinned")
-    bits.append(record.sensitivity.value)
-    bits.append(f"scope {record.scope}" if record.scope else "(unscoped)")
-    return ", ".join(bits)
+        return {}
+    return {"salience": f"{record.salience:.4g}", "status": record.revision_status or "",
+            "pinned": "pinned" if record.lifecycle.pinned else "not pinned", "sensitivity": record.sensitivity.value,
+            "scope": record.scope or "(unscoped)", "tags": ", ".join(record.tags) or "(no tags)"}
+
+
+def _fact(record: Any) -> str:
+    facts = _facts(record)
+    return ", ".join(v for k, v in facts.items() if v and k != "tags") if facts else ""
+
+
+def change_text(change: Any) -> str:
+    """Only what differs, "field before → after"; an archive says so."""
+    if change.kind == "archive":
+        return "moved to the archive"
+    before, after = _facts(change.before), _facts(change.after)
+    diffs = [f"{k} {before.get(k, '') or '—'} → {v or '—'}" for k, v in after.items() if before.get(k) != v]
+    return "; ".join(diffs) or "unchanged (only the audit entry is written)"
 
 
 def preview_frame(preview: Any, names: dict[str, str]) -> pd.DataFrame:
-    """One row per record: what it is, before and after (or why it is refused)."""
+    """One row per record: what it is, what would change (or why it is refused)."""
     rows = []
     for item in preview.items:
         rid = item.record_id
         if item.ok:
             change = item.plan.change(rid)
-            after = "moved to the archive" if change.kind == "archive" else _fact(change.after)
-            rows.append({"record": clean(names.get(rid, rid), 120), "will": "change", "before": clean(_fact(change.before), 200),
-                         "after": clean(after, 200), "why not": "", "id": clean(rid, 200)})
+            rows.append({"record": clean(names.get(rid, rid), 120), "will": "change",
+                         "change": clean(change_text(change), 300), "now": clean(_fact(change.before), 200),
+                         "why not": "", "id": clean(rid, 200)})
         else:
-            rows.append({"record": clean(names.get(rid, rid), 120), "will": "be refused", "before": "", "after": "",
+            rows.append({"record": clean(names.get(rid, rid), 120), "will": "be refused", "change": "", "now": "",
                          "why not": clean(item.error, 500), "id": clean(rid, 200)})
-    return pd.DataFrame(rows, columns=["record", "will", "before", "after", "why not", "id"])
+    return pd.DataFrame(rows, columns=["record", "will", "change", "why not", "now", "id"])
 
 
 def results_frame(result: Any, names: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame([{"record": clean(names.get(o.record_id, o.record_id), 120),
                           "result": "applied" if o.applied else "not applied",
-                          "detail": clean(_fact(o.plan.change(o.record_id).after) if o.applied and
-                                          o.plan.change(o.record_id).kind != "archive" else
-                                          ("moved to the archive" if o.applied else o.error), 500),
+                          "detail": clean(change_text(o.plan.change(o.record_id)) if o.applied else o.error, 500),
                           "id": clean(o.record_id, 200)} for o in result.outcomes],
                         columns=["record", "result", "detail", "id"])
 
@@ -129,7 +137,6 @@ def bulk_panel(m: Any, operator: Operator, ids: list[str], key: str, ops: list[s
     ``ops``: the operations offered (default all of OPS); ``op_names``: other labels for some."""
     count = len(ids)
     if st.session_state.pop(f"{key}_reset", False):  # an applied change: clear its inputs before they are drawn
-        st.session_state[f"{key}_confirm"] = False
         st.session_state[f"{key}_rationale"] = ""
     st.subheader(title or f"Apply to {plural(count, 'record')}")
     if not permits(operator, "reinforce")[0]:
@@ -165,9 +172,14 @@ def bulk_panel(m: Any, operator: Operator, ids: list[str], key: str, ops: list[s
         except MembraneError as exc:
             st.error(f"The engine refused: {md(str(exc), 1000)}")
             return
-        st.session_state[stash] = (fingerprint, preview)
+        # Each preview has a number of its own: its confirmation and its Apply button are keyed by
+        # it, so a confirmation given for one preview never applies another (say, one made
+        # because another operator's change took a record out of the selection).
+        number = int(st.session_state.get(f"{key}_previews", 0)) + 1
+        st.session_state[f"{key}_previews"] = number
+        st.session_state[stash] = (fingerprint, preview, number)
     else:
-        preview = kept[1]
+        preview, number = kept[1], kept[2]
     names = labels(m, ids, operator.clearance)  # the records named by what they say
     accepted, refused = len(preview.accepted), len(preview.refused)
     st.markdown(f"**Preview:** {label.lower()} {plural(accepted, 'record')}"
@@ -176,9 +188,9 @@ def bulk_panel(m: Any, operator: Operator, ids: list[str], key: str, ops: list[s
     st.dataframe(preview_frame(preview, names), hide_index=True, key=f"{key}_preview_table", width="stretch",
                  column_config={"record": st.column_config.TextColumn(width="medium"),
                                 "will": st.column_config.TextColumn(width="small"),
-                                "before": st.column_config.TextColumn(width="medium"),
-                                "after": st.column_config.TextColumn(width="medium"),
-                                "why not": st.column_config.TextColumn(width="medium")})
+                                "change": st.column_config.TextColumn(width="medium"),
+                                "why not": st.column_config.TextColumn(width="medium"),
+                                "now": st.column_config.TextColumn("now (before)", width="small")})
     if not accepted:
         st.warning("Nothing to apply: the engine refuses every selected record.")
         return
@@ -188,8 +200,8 @@ def bulk_panel(m: Any, operator: Operator, ids: list[str], key: str, ops: list[s
         show_exposures(exposures, origin, key=f"{key}_exposure")
     access_ok = widening_confirmed(exposures, f"{key}_widen")
     confirmed = st.checkbox(f"I confirm: {label.lower()} {plural(accepted, 'record')} as previewed, one "
-                            "transaction and one audit entry each.", key=f"{key}_confirm")
-    if st.button(f"Apply to {plural(accepted, 'record')}", type="primary", key=f"{key}_apply",
+                            "transaction and one audit entry each.", key=f"{key}_confirm_{number}")
+    if st.button(f"Apply to {plural(accepted, 'record')}", type="primary", key=f"{key}_apply_{number}",
                  disabled=not (confirmed and access_ok)):
         writer = auth.authorize(op)  # the role, checked at the moment of writing
         if writer.actor != preview.actor or not (confirmed and access_ok):
@@ -205,4 +217,4 @@ def bulk_panel(m: Any, operator: Operator, ids: list[str], key: str, ops: list[s
         st.rerun()
 
 
-__all__ = ["OPS", "bulk_panel", "preview_frame", "results_frame", "show_results"]
+__all__ = ["OPS", "bulk_panel", "change_text", "preview_frame", "results_frame", "show_results"]

@@ -51,6 +51,13 @@ def page(who: Operator = TEST_ADMIN) -> AppTest:
     return ok(sign_in(AppTest.from_file(str(PAGE), default_timeout=TIMEOUT), who).run())
 
 
+def keyed(elements, prefix: str):
+    """The one widget whose key starts with ``prefix`` (confirmations and Apply buttons are keyed
+    by the preview or the record they belong to)."""
+    [found] = [e for e in elements if str(e.key).startswith(prefix)]
+    return found
+
+
 def shown_text(at: AppTest) -> str:
     parts = [e.value for e in at.markdown] + [e.value for e in at.text] + [e.value for e in at.caption]
     parts += [e.value for e in at.header] + [e.value for e in at.info] + [e.value for e in at.success]
@@ -87,7 +94,7 @@ def test_reinstate_from_the_review_page_writes_one_entry_as_the_operator(store):
     at.radio(key="rv_action").set_value("reinstate")
     ok(at.text_input(key="rv_rationale").set_value("the evidence holds").run())
     assert any("Audit entries to be written (1)" in t.value for t in at.text)  # the engine's preview
-    ok(at.button(key="rv_apply").click().run())
+    ok(keyed(at.button, "rv_apply_").click().run())
     assert any("Reinstate done" in s.value for s in at.success)
     m = fresh(store)
     try:
@@ -107,9 +114,9 @@ def test_retract_needs_the_confirmation(store):
     target = at.selectbox(key="rv_target").value
     at.radio(key="rv_action").set_value("retract")
     ok(at.text_input(key="rv_rationale").set_value("it is wrong").run())
-    assert at.button(key="rv_apply").disabled
-    ok(at.checkbox(key="rv_confirm").check().run())
-    ok(at.button(key="rv_apply").click().run())
+    assert keyed(at.button, "rv_apply_").disabled
+    ok(keyed(at.checkbox, "rv_confirm_").check().run())
+    ok(keyed(at.button, "rv_apply_").click().run())
     m = fresh(store)
     try:
         assert m.get(target).revision_status == "retracted"
@@ -127,8 +134,8 @@ def test_supersede_from_the_review_page_creates_the_corrected_record(store):
     doc["payload"]["object"] = "corrected value"
     at.text_area(key="rv_json").set_value(json.dumps(doc))
     ok(at.text_input(key="rv_rationale").set_value("corrected").run())
-    ok(at.checkbox(key="rv_confirm").check().run())
-    ok(at.button(key="rv_apply").click().run())
+    ok(keyed(at.checkbox, "rv_confirm_").check().run())
+    ok(keyed(at.button, "rv_apply_").click().run())
     assert any("Supersede done" in s.value for s in at.success)
     m = fresh(store)
     try:
@@ -161,10 +168,11 @@ def test_records_about_to_be_pruned_are_reinforced_in_bulk(store):
     ok(at.text_input(key="rv_prune_rationale").set_value("still needed").run())
     preview = next(d.value for d in at.dataframe if "will" in d.value.columns)
     assert list(preview["id"]) == chosen and set(preview["will"]) == {"change"}
+    assert all(c.startswith("salience ") and " → " in c for c in preview["change"]), list(preview["change"])
     assert any("every other record is applied" in i.value for i in at.info)  # the failure semantics
-    assert at.button(key="rv_prune_apply").disabled
-    ok(at.checkbox(key="rv_prune_confirm").check().run())
-    ok(at.button(key="rv_prune_apply").click().run())
+    assert keyed(at.button, "rv_prune_apply_").disabled
+    ok(keyed(at.checkbox, "rv_prune_confirm_").check().run())
+    ok(keyed(at.button, "rv_prune_apply_").click().run())
     assert any("Reinforce applied to 3 records" in s.value for s in at.success)
     m = fresh(store)
     try:
@@ -214,3 +222,62 @@ def test_resolve_button_beside_a_record_chooses_it(store):
     assert len(items) > 1
     ok(at.button(key="rv_pick_1").click().run())
     assert at.selectbox(key="rv_target").index == 1
+
+
+def _prune_preview(store: str, op: str, rationale: str) -> tuple[AppTest, list[str]]:
+    m = fresh(store)
+    try:
+        chosen = [p.record_id for p in m.review_queue(ALL).pruning[:3]]
+    finally:
+        m.close()
+    at = page()
+    at.multiselect(key="rv_prune_ids").set_value(chosen)
+    ok(at.run())
+    at.selectbox(key="rv_prune_op").set_value(op)
+    ok(at.text_input(key="rv_prune_rationale").set_value(rationale).run())
+    ok(keyed(at.checkbox, "rv_prune_confirm_").check().run())
+    return at, chosen
+
+
+def test_the_preview_shown_is_the_one_applied_and_a_record_changed_since_is_reported(store):
+    at, chosen = _prune_preview(store, "pin", "keep for now")
+    # Another operator changes the middle record after the preview was shown (it stays in the list).
+    m = fresh(store)
+    try:
+        m.reclassify(chosen[1], "operator:bob", "retagged", tags=["bob"])
+        logs = {rid: len(m.audit_log(rid)) for rid in chosen}
+    finally:
+        m.close()
+    ok(keyed(at.button, "rv_prune_apply_").click().run())
+    assert any("Pin applied to 2 records; 1 not applied." in w.value for w in at.warning)
+    results = next(d.value for d in at.dataframe if "result" in d.value.columns)
+    assert list(results["result"]) == ["applied", "not applied", "applied"]
+    assert "changed by someone else since the preview" in results["detail"][1]
+    m = fresh(store)
+    try:
+        assert [m.get(rid).lifecycle.pinned for rid in chosen] == [True, False, True]
+        assert {rid: len(m.audit_log(rid)) for rid in chosen} == {
+            chosen[0]: logs[chosen[0]] + 1, chosen[1]: logs[chosen[1]], chosen[2]: logs[chosen[2]] + 1}
+        assert m.verify_audit() == []
+    finally:
+        m.close()
+
+
+def test_a_confirmation_never_carries_over_to_another_preview(store):
+    at, chosen = _prune_preview(store, "pin", "keep for now")
+    # Another operator reinforces the middle record: it leaves the prune list, so the selection
+    # (and the preview) change under the operator's confirmation.
+    m = fresh(store)
+    try:
+        m.reinforce(chosen[1], "operator:bob", "still used", gain=0.9)
+    finally:
+        m.close()
+    ok(keyed(at.button, "rv_prune_apply_").click().run())
+    assert not any("applied to" in s.value for s in list(at.success) + list(at.warning))
+    assert at.multiselect(key="rv_prune_ids").value == [chosen[0], chosen[2]]
+    assert not keyed(at.checkbox, "rv_prune_confirm_").value  # the new preview asks again
+    m = fresh(store)
+    try:
+        assert not any(m.get(rid).lifecycle.pinned for rid in chosen)
+    finally:
+        m.close()
