@@ -83,7 +83,8 @@ def readable(value: Any) -> str:
             nested = isinstance(_plain(v), dict) and len(_plain(v)) > 1
             parts.append(f"{k}: ({inner})" if nested else f"{k}: {inner}")
         return "; ".join(parts)
-    return ", ".join(readable(v) for v in value)
+    return ", ".join(f"({readable(v)})" if isinstance(_plain(v), (list, tuple)) or
+                     (isinstance(_plain(v), dict) and len(_plain(v)) > 1) else readable(v) for v in value)
 
 
 def as_lines(value: Any, indent: int = 0) -> list[str]:

@@ -24,6 +24,8 @@ def test_objects_and_lists_read_as_words():
     assert as_lines(value) == ["batch_rows: 10000", "pause: 2s", "hosts:", "  - a", "  - b", "limits:",
                                "  rps: 5", "  burst: 9", "on: true"]
     assert as_lines([{"x": 1, "y": 2}, "z"]) == ["- x: 1", "  y: 2", "- z"]
+    assert readable([[0, 1], [3600, 0.5]]) == "(0, 1), (3600, 0.5)"  # a custom decay curve's points
+    assert readable([{"x": 1, "y": 2}, {"x": 3}]) == "(x: 1; y: 2), x: 3"
     assert as_text({"a": "x" * 500}, limit=20).startswith("a: " + "x" * 17)
     for text in (readable(value), "\n".join(as_lines(value))):
         assert "{" not in text and "'" not in text and '"' not in text
@@ -75,5 +77,6 @@ def test_the_explorer_shows_payload_objects_and_aliases_as_text(store):
         shown = _all_text(at)
         for text in expected:
             assert any(text in s for s in shown), (rid, text)
+        assert any("**Scope:** (unscoped)" in s for s in shown)  # an unscoped record says so
         payload = [s for s in shown if "Neovim" in s or "mchen" in s]
         assert payload and not any("{" in s or "'value'" in s for s in payload), payload
