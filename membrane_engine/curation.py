@@ -809,6 +809,35 @@ def plan_restore_version(v: _View, now: datetime, id: str, when: datetime, actor
 
 PLANNERS["restore_version"] = plan_restore_version
 
+# --------------------------------------------------------------------------- reinstate
+
+
+def plan_reinstate(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    """A contested semantic record back to ``active`` (the contest is resolved in its favour):
+    relations and salience unchanged; audit ``revise`` "reinstated: ...". Refused for a record
+    that is not contested (naming its status); episodic records are immutable (SPEC 6 order)."""
+    actor, rationale = _who(actor, rationale)
+    rid = _id(id)
+    rows, recs = _load(v, [rid])
+    _no_episodic(recs.values(), "reinstated")
+    row, record = rows[rid], recs[rid]
+    status = _status(record)
+    if status != RevisionStatus.CONTESTED.value:
+        what = f"is {status}" if status else f"is a {record.type.value} record, which has no revision status"
+        raise ValidationError(f"record {rid!r} {what}; only a contested record can be reinstated",
+                              [("id", status or "no revision status")])
+    after = _clone(record)
+    _revision(after).status = RevisionStatus.ACTIVE  # type: ignore[union-attr]
+    b = _Builder("reinstate", now)
+    _update(b, row, record, after)
+    b.entry(rid, AuditAction.REVISE, actor, f"reinstated: {rationale}",
+            {"status": _changed(status, RevisionStatus.ACTIVE.value)})
+    return b.build()
+
+
+PLANNERS["reinstate"] = plan_reinstate
+_REWRITES = _REWRITES | {"reinstate"}
+
 
 # --------------------------------------------------------------------------- applying a plan
 
@@ -1012,6 +1041,10 @@ class CurationMixin:
         with self.store.read() as conn:
             return self.store.archived_ids(conn)
 
+    def reinstate(self, id: str, actor: str, rationale: str) -> CurationPlan:
+        """A contested semantic record back to active; salience unchanged (``plan_reinstate``)."""
+        return self._curate("reinstate", id, actor, rationale)
+
     def restore_version(self, id: str, when: datetime, actor: str, rationale: str) -> CurationPlan:
         """Bring the record back to its version at ``when``: sensitivity, scope, tags, pinned,
         revision status and relations as they were then, salience S(when) re-anchored now
@@ -1050,7 +1083,7 @@ class CurationMixin:
             index.forget([r.id for r in fresh])
 
 
-_KEEPS_TEXT = frozenset({"reinforce", "penalize", "retract", "contest", "pin", "unpin", "reclassify", "delete",
+_KEEPS_TEXT = frozenset({"reinforce", "penalize", "retract", "contest", "reinstate", "pin", "unpin", "reclassify", "delete",
                          "prune"})  # operations that never change what a record says
 
 

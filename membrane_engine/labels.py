@@ -26,11 +26,20 @@ LIMIT = 80
 
 
 def _text(value: Any) -> str:
+    """A payload value as words: an object as "key: value" pairs separated by "; " (nested ones
+    in parentheses), a list as its items separated by ", "; never JSON."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: ({_text(v)})" if isinstance(v, dict) and len(v) > 1 else f"{k}: {_text(v)}"
+                         for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_text(v) for v in value)
+    return json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, (int, float)) else str(value)
 
 
 def _cut(text: str, limit: int) -> str:

@@ -560,5 +560,31 @@ class Membrane(CurationMixin):
         snap = self.columns.current()
         return sorted(str(x) for x in snap.ids[snap.alive])
 
+    # review and bulk work ----------------------------------------------------------------
+
+    def review_queue(self, clearance: TrustContext, as_of: datetime | None = None,
+                     horizon: Any = None, limit: int = 200) -> Any:
+        """Contested records beside what contests them, and records about to be pruned (within
+        ``horizon``, default 7 days), as ``clearance`` sees them (``review.review_queue``)."""
+        from . import review
+
+        return review.review_queue(self, clearance, as_of, review.DEFAULT_HORIZON if horizon is None else horizon,
+                                   limit)
+
+    def bulk_preview(self, op: str, ids: Iterable[str], actor: str, rationale: str,
+                     clearance: TrustContext | None = None, **params: Any) -> Any:
+        """One curation operation over many records, previewed: per record the plan or why it
+        is refused, and the failure semantics in words (``bulk.preview``). Writes nothing."""
+        from . import bulk
+
+        return bulk.preview(self, op, ids, actor, rationale, clearance, **params)
+
+    def bulk_apply(self, preview: Any) -> Any:
+        """Apply a ``bulk_preview``: one transaction and one audit entry per record; per record
+        applied or not, with the engine's sentence (``bulk.apply``)."""
+        from . import bulk
+
+        return bulk.apply(self, preview)
+
 
 __all__ = ["Membrane", "DEFAULT_DB_PATH", "SAMPLE_STORE", "TYPE_NAMES"]

@@ -37,7 +37,7 @@ _ROLE_LEVELS = {Role.VIEWER: 0, Role.CURATOR: 1, Role.ADMIN: 2}
 ACTION_ROLES: dict[str, Role] = {
     "read": Role.VIEWER,
     **{op: Role.CURATOR for op in ("reinforce", "penalize", "retract", "contest", "supersede", "fork",
-                                    "merge", "pin", "unpin", "reclassify")},
+                                    "merge", "pin", "unpin", "reclassify", "reinstate")},
     **{op: Role.ADMIN for op in ("delete", "restore", "prune", "import", "manage_operators")},
 }
 ACTION_ROLES["restore_version"] = Role.CURATOR  # a version of a live record, as reclassify

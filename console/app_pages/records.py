@@ -1,7 +1,9 @@
-"""Record explorer: filter and search the store (paged in the engine) and open a record.
+"""Record explorer: filter and search the store (paged in the engine), open a record in a dialog,
+and apply one operation to many selected records.
 
 Everything comes through the signed-in operator's clearance (the engine gates: above it a record
-is redacted or absent). ``?id=RECORD`` in the URL opens that record.
+is redacted or absent). Selecting one row (or ``?id=RECORD`` in the URL) opens that record in a
+dialog; selecting several offers "Apply to N records" (components/bulk_view.py).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import streamlit as st
 
 from console import state
 from console.components.clearance import clearance_caption, from_key, key_of, signed_in
+from console.components.bulk_view import bulk_panel, show_results
 from console.components.graph_view import neighbourhood
-from console.components.record_card import summary
 from console.components.record_detail import render_record
 from console.components.safe import clean, md
 from console.components.time_input import as_of_input
@@ -24,6 +26,7 @@ from console.components.trust_form import LAYERS, SENSITIVITIES
 from membrane_engine.errors import MembraneError, NotFoundError
 from membrane_engine.clearance import scopes_seen
 from membrane_engine.explorer import NO_STATUS, SORTS, Filters, existing, referencing, search, tag_counts
+from membrane_engine.labels import labels
 from membrane_engine.schema import RevisionStatus, format_time
 
 K = "rx"
@@ -63,12 +66,42 @@ def open_from_box() -> None:
         st.query_params.pop("id", None)
 
 
-def open_from_table(table_key: str, ids_key: str) -> None:
+def select_rows(table_key: str, ids_key: str) -> None:
+    """A selection changed: one row opens its record; several are kept for bulk work."""
     state_ = st.session_state.get(table_key)
     rows = state_.selection.rows if state_ is not None else []
     ids = st.session_state.get(ids_key, [])
-    if rows and rows[0] < len(ids):
-        open_record(ids[rows[0]])
+    chosen = [ids[r] for r in rows if r < len(ids)]
+    st.session_state[f"{K}_selected"] = chosen
+    if len(chosen) == 1:
+        open_record(chosen[0])
+    else:
+        close_record()
+
+
+@st.dialog("Record", width="large", on_dismiss=close_record)
+def record_dialog() -> None:
+    """The record of ``?id=`` as the clearance sees it (read inside the dialog, so a relation
+    opened from it replaces it)."""
+    record_id = st.query_params.get("id", "")
+    try:
+        # Opening a record is an access the engine may log ("who looked", SPEC 10).
+        record = m.view(record_id, clearance, as_of=as_of, actor=operator.actor)
+    except NotFoundError:
+        st.error(f"No live record with id {md(record_id, 200)} within your clearance (it may have been pruned "
+                 "or deleted; the Audit log page shows archived records).")
+        return
+    title = labels(m, [record.id], clearance).get(record.id, "")
+    st.markdown(f"**{md(title, 200)}**" if title else "**(no label)**")
+    st.code(clean(record.id, 300), language=None)
+    targets = [r.target_id for r in record.relations]
+    # A target the clearance does not see is "not in the store" as far as this page can say.
+    seen = {rid for rid, v in m.explain_many(targets, clearance).items() if v.value != "hidden"} if targets else set()
+    known = existing(m, targets) & seen
+    render_record(record, on_open=open_record, key=f"{K}_detail", known=known,
+                  referenced_by=None if record.redacted else _incoming(m.url, snap_seq, record.id, key_of(clearance)),
+                  as_of=as_of)
+    neighbourhood(m, record.id, key=f"{K}_hood", as_of=as_of)
 
 
 st.title("Record explorer")
@@ -129,26 +162,45 @@ head = st.columns([1, 1, 3])
 head[0].metric("Matching records", f"{total:,}")
 head[1].metric("In the store", f"{m.count():,}")
 
+show_results(f"{K}_bulk")
+selected: list[str] = []
 if not total:
     st.info("No record matches these filters.")
 else:
     offset = (page_no - 1) * page_size
-    st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {total:,}. Select a row to open the record.")
+    st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {total:,}. Select a row to open the record; "
+               "select several to apply one operation to all of them.")
     ids_key = f"{K}_page_ids"
     st.session_state[ids_key] = [r.id for r in page]
+    # Each record named by what it says, as the clearance may read it (a redacted one by its type).
+    names = labels(m, [r.id for r in page], clearance)
     frame = pd.DataFrame([{
-        "id": clean(r.id, 200), "type": r.type.value, "sensitivity": r.sensitivity.value, "scope": clean(r.scope, 200),
-        "salience": round(r.salience, 4), "confidence": round(r.confidence, 3), "status": r.revision_status or "",
-        "tags": clean(", ".join(r.tags), 300), "created": format_time(r.created_at)[:16].replace("T", " "),
-        "summary": clean(summary(r), 200),
+        "summary": clean(names.get(r.id, "") or r.id, 200), "type": r.type.value,
+        "salience": round(r.salience, 4), "status": r.revision_status or "", "sensitivity": r.sensitivity.value,
+        "scope": clean(r.scope, 200) if r.scope else "(unscoped)", "tags": clean(", ".join(r.tags), 300),
+        "confidence": round(r.confidence, 3), "created": format_time(r.created_at)[:16].replace("T", " "),
+        "id": clean(r.id, 200),
     } for r in page])
-    table_key = f"{K}_table_{fingerprint}_{page_no}"
-    st.dataframe(frame, hide_index=True, width="stretch", key=table_key,
-                 on_select=partial(open_from_table, table_key, ids_key), selection_mode="single-row",
-                 column_config={"salience": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3f"),
-                                "summary": st.column_config.TextColumn(width="large")})
+    # The selection is by row position: a page whose rows changed (a write re-sorted it) is a new
+    # table with no selection, so a selection always names the records the operator ticked.
+    rows_seen = hashlib.sha1("\n".join(st.session_state[ids_key]).encode()).hexdigest()[:10]
+    table_key = f"{K}_table_{fingerprint}_{page_no}_{rows_seen}"
+    event = st.dataframe(frame, hide_index=True, width="stretch", key=table_key,
+                         on_select=partial(select_rows, table_key, ids_key), selection_mode="multi-row",
+                         column_config={"summary": st.column_config.TextColumn(width="large", pinned=True),
+                                        "salience": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0,
+                                                                                   format="%.3f")})
+    rows = event.selection.rows if event is not None else []
+    page_ids = st.session_state[ids_key]
+    selected = [page_ids[r] for r in rows if r < len(page_ids)]
     if pages > 1:
         st.pagination(pages, key=page_key, default=page_no)
+
+# ---------------------------------------------------------------------------- many records
+
+if len(selected) > 1:
+    with st.container(border=True):
+        bulk_panel(m, operator, selected, key=f"{K}_bulk")
 
 # ---------------------------------------------------------------------------- one record
 
@@ -156,23 +208,6 @@ st.divider()
 box = st.columns([4, 1])
 box[0].text_input("Open record by id", key=f"{K}_id_box", on_change=open_from_box,
                   placeholder="paste an id, or select a row above")
-selected_id = st.query_params.get("id", "")
-if selected_id:
+if st.query_params.get("id", ""):
     box[1].button("Close", on_click=close_record, key=f"{K}_close", width="stretch")
-    try:
-        # Opening a record is an access the engine may log ("who looked", SPEC 10).
-        record = m.view(selected_id, clearance, as_of=as_of, actor=operator.actor)
-    except NotFoundError:
-        st.error(f"No live record with id {md(selected_id, 200)} within your clearance (it may have been pruned "
-                 "or deleted; the Audit log page shows archived records).")
-    else:
-        st.subheader("Record")
-        st.code(clean(record.id, 300), language=None)
-        targets = [r.target_id for r in record.relations]
-        # A target the clearance does not see is "not in the store" as far as this page can say.
-        seen = {rid for rid, v in m.explain_many(targets, clearance).items() if v.value != "hidden"} if targets else set()
-        known = existing(m, targets) & seen
-        render_record(record, on_open=open_record, key=f"{K}_detail", known=known,
-                      referenced_by=None if record.redacted else _incoming(m.url, snap_seq, record.id, key_of(clearance)),
-                      as_of=as_of)
-        neighbourhood(m, record.id, key=f"{K}_hood", as_of=as_of)
+    record_dialog()

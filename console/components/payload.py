@@ -43,21 +43,84 @@ def dot_lines(*parts: object, limit: int = 40) -> str:
     return '"' + "\\n".join(dot_label(part, limit)[1:-1] for part in parts if str(part)) + '"'
 
 
-def as_text(value: Any, limit: int = 300) -> str:
-    """A JSON-ish value as one line of plain text for a table cell."""
+def _scalar(value: Any) -> str | None:
+    """A value that reads as one word or phrase, as text; None for objects and lists."""
     if value is None:
         return ""
     if isinstance(value, datetime):
         return format_time(value)
+    if hasattr(value, "model_dump"):
+        return None
     if hasattr(value, "value") and not isinstance(value, (dict, list)):  # enums
         value = value.value
-    if isinstance(value, str):
-        return clean(value, limit)
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
-    except (TypeError, ValueError):
-        text = str(value)
-    return clean(text, limit)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    if isinstance(value, (dict, list, tuple, set)):
+        return None
+    return str(value)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return value
+
+
+def readable(value: Any) -> str:
+    """Any payload value as one line of text: an object as ``key: value`` pairs separated by
+    "; " (nested objects in parentheses), a list as its items separated by ", ". Never JSON or
+    Python's dict text."""
+    value = _plain(value)
+    word = _scalar(value)
+    if word is not None:
+        return word
+    if isinstance(value, dict):
+        parts = []
+        for k, v in value.items():
+            inner = readable(v)
+            nested = isinstance(_plain(v), dict) and len(_plain(v)) > 1
+            parts.append(f"{k}: ({inner})" if nested else f"{k}: {inner}")
+        return "; ".join(parts)
+    return ", ".join(f"({readable(v)})" if isinstance(_plain(v), (list, tuple)) or
+                     (isinstance(_plain(v), dict) and len(_plain(v)) > 1) else readable(v) for v in value)
+
+
+def as_lines(value: Any, indent: int = 0) -> list[str]:
+    """A payload value as indented ``key: value`` lines (lists as "- item" lines)."""
+    pad = "  " * indent
+    value = _plain(value)
+    word = _scalar(value)
+    if word is not None:
+        return [pad + word]
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            inner = _scalar(_plain(v))
+            if inner is not None:
+                lines.append(f"{pad}{k}: {inner}")
+            elif not _plain(v):
+                lines.append(f"{pad}{k}: (none)")
+            else:
+                lines.append(f"{pad}{k}:")
+                lines.extend(as_lines(v, indent + 1))
+        return lines
+    for item in value:
+        inner = _scalar(_plain(item))
+        if inner is not None:
+            lines.append(f"{pad}- {inner}")
+        else:
+            sub = as_lines(item, indent + 1)
+            lines.append(f"{pad}- {sub[0].strip()}" if sub else f"{pad}-")
+            lines.extend(sub[1:])
+    return lines
+
+
+def as_text(value: Any, limit: int = 300) -> str:
+    """A payload value as one line of plain text for a table cell (``readable``), cut to
+    ``limit``."""
+    return clean(readable(value), limit)
 
 
 def human_ms(ms: float) -> str:
@@ -96,11 +159,15 @@ def bullet_list(label: str, items: list[Any]) -> None:
 
 
 def json_block(label: str, value: Any, expanded: bool = False) -> None:
+    """An object (schema, context, extra fields) as indented ``key: value`` lines of text."""
     if value in (None, {}, []):
         return
     st.markdown(f"**{label}**")
-    data = _jsonable(value)
-    st.json(data, expanded=expanded or len(json.dumps(data)) <= 400)
+    lines = as_lines(_jsonable(value))
+    shown = lines[:MAX_ROWS]
+    st.text(clean("\n".join(shown), 20000))
+    if len(lines) > MAX_ROWS:
+        st.caption(f"Showing the first {MAX_ROWS:,} of {len(lines):,} lines.")
 
 
 def _jsonable(value: Any) -> Any:
@@ -293,10 +360,11 @@ def render_payload(record: MemoryRecord) -> None:
         return
     renderer = RENDERERS.get(payload.kind)
     if renderer is None:
-        st.json(_jsonable(payload), expanded=False)
+        json_block("Payload", payload)
         return
     renderer(payload)
     _extras(payload)
 
 
-__all__ = ["render_payload", "dag_dot", "dot_label", "dot_lines", "human_ms", "table", "as_text", "RENDERERS"]
+__all__ = ["render_payload", "dag_dot", "dot_label", "dot_lines", "human_ms", "table", "as_text", "as_lines", "readable",
+           "RENDERERS"]

@@ -52,7 +52,7 @@ def render_metadata(record: MemoryRecord) -> None:
     cols[2].metric("Salience now", f"{record.salience:.3f}")
     cols[3].metric("Confidence", f"{record.confidence:.2f}")
     cols[4].metric("Revision", record.revision_status or "—")
-    st.markdown(f"**Scope:** {md(record.scope) if record.scope else '_unscoped_'} · "
+    st.markdown(f"**Scope:** {md(record.scope) if record.scope else '(unscoped)'} · "
                 f"**Tags:** {', '.join(md(t, 80) for t in record.tags) or '—'}")
     st.markdown(f"**Created:** {format_time(record.created_at)} · **Updated:** "
                 f"{format_time(record.updated_at) if record.updated_at else '—'}")

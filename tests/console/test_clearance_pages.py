@@ -37,7 +37,8 @@ TIMEOUT = 90
 RECORDS = cs.build_canary_records()
 BY_ID = {r["id"]: r for r in RECORDS}
 CLEARANCES = [(s, scopes) for s in cs.SENSITIVITIES for scopes in ((), ("alpha",))]
-PAGE_NAMES = ["overview", "simulator", "what_if", "records", "decay", "selector", "audit", "curate", "import_export"]
+PAGE_NAMES = ["overview", "simulator", "what_if", "records", "decay", "selector", "audit", "curate", "import_export",
+              "review"]
 GRID_PAGES = PAGE_NAMES + ["policies"]  # the Policies page gates by the clearance itself
 
 
@@ -275,3 +276,85 @@ def test_audit_csv_goes_through_the_clearance(canary_url):
     assert not set(cs.CANARY_RE.findall(text)) & LOW_BAD
     assert set(cs.CANARY_RE.findall(everything)) & LOW_BAD  # the same export without it would leak
     assert "(withheld: beyond your clearance)" in text
+
+
+# ------------------------------------------------------------------------------ the Review page, on a
+# canary store with a queue: every semantic record contested by a working record of another
+# sensitivity and scope, and every episodic record decayed below the prune threshold.
+
+REVIEW_LEVEL_SHIFT = {s: cs.SENSITIVITIES[(i + 2) % len(cs.SENSITIVITIES)] for i, s in enumerate(cs.SENSITIVITIES)}
+REVIEW_SCOPE_SHIFT = {s: cs.SCOPES[(i + 1) % len(cs.SCOPES)] for i, s in enumerate(cs.SCOPES)}
+
+
+def review_contester(rid: str) -> str:
+    record = BY_ID[rid]
+    return one(REVIEW_LEVEL_SHIFT[record["sensitivity"]], REVIEW_SCOPE_SHIFT[record["scope"]], "working")
+
+
+@pytest.fixture(scope="module")
+def review_url(tmp_path_factory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('clearance_review') / 'canary_review.db'}"
+    docs = cs.copy_records(RECORDS)
+    for doc in docs:
+        if doc["type"] == "episodic":
+            doc["lifecycle"]["decay"]["half_life_seconds"] = 3600  # long since below the prune threshold
+    m = Membrane.open(url, load_sample=False)
+    m.import_records(docs)
+    for doc in docs:
+        if doc["type"] == "semantic" and doc["id"].startswith("rec-"):
+            m.contest(doc["id"], review_contester(doc["id"]), "canary-admin", "contested for the grid")
+    m.close()
+    return url
+
+
+def drive_review(who, url: str, monkeypatch) -> Iterator[AppTest]:
+    """The Review page as ``who``: the queue, the prune list all selected with a bulk preview, and
+    a supersede previewed (its template is the contested record's JSON)."""
+    monkeypatch.setenv("MEMBRANE_DB_URL", url)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = page("review", who)
+    yield at.run()
+    if any(b.key == "rv_prune_all" for b in at.button):
+        at.button(key="rv_prune_all").click().run()
+        yield at.text_input(key="rv_prune_rationale").set_value("keep").run()
+    if any(s.key == "rv_target" for s in at.selectbox):
+        at.radio(key="rv_action").set_value("supersede")
+        yield at.text_input(key="rv_rationale").set_value("corrected").run()
+
+
+@pytest.mark.parametrize("clearance", CLEARANCES, ids=clearance_id)
+def test_review_page_leak_grid(clearance, review_url, monkeypatch):
+    sens, scopes = clearance
+    who = operator(f"op-{sens}", sens, scopes, role="curator")
+    bad = cs.forbidden_canaries(RECORDS, sens, scopes)
+    # Not even the id of a record the clearance does not see (a contester, a contested record or
+    # one about to be pruned) is on the page: it is counted, never named.
+    hidden_ids = {r["id"] for r in RECORDS if cs.verdict(r, sens, scopes) == "hidden"}
+    for at in drive_review(who, review_url, monkeypatch):
+        no_exception(at)
+        found = leaked(at, bad)
+        assert not found, f"review as {clearance_id(clearance)}: {len(found)} canaries beyond the clearance, e.g. {found[:3]}"
+        page_text = sent(at)
+        named = sorted(rid for rid in hidden_ids if rid in page_text)
+        assert not named, f"review as {clearance_id(clearance)} names hidden records: {named[:3]}"
+    # The queue's counts are the clearance's: contested records it does not see are only counted.
+    contested = [r for r in RECORDS if r["type"] == "semantic" and r["id"].startswith("rec-")]
+    visible = [r for r in contested if cs.verdict(r, sens, scopes) != "hidden"]
+    assert at.header[0].value == f"Contested ({len(visible):,})"
+    hidden = len(contested) - len(visible)
+    if hidden:
+        assert any(f"{hidden:,} more contested record" in c.value for c in at.caption)
+
+
+def test_review_grid_is_not_blind(review_url, monkeypatch):
+    """Positive control: with full clearance the Review page shows contested records' and
+    contesters' canaries (labels) and the prune list's."""
+    shown = set()
+    for at in drive_review(ROOT, review_url, monkeypatch):
+        no_exception(at)
+        shown |= set(cs.CANARY_RE.findall(sent(at)))
+    contester = BY_ID[review_contester(one("low", "alpha"))]
+    assert cs._canary(contester["id"], "summary") in shown  # a contester's label
+    assert cs._canary(one("low", "alpha", "episodic"), "timeline.summary") in shown  # about to be pruned
+    assert cs._canary(one("low", "alpha"), "subject") in shown  # the contested record itself

@@ -46,6 +46,7 @@ PAGES = {
     "graph": "Graph",
     "audit": "Audit log",
     "curate": "Curate",
+    "review": "Review",
     "import-export": "Import / export",
 }
 

@@ -16,6 +16,7 @@ is tests/console/test_clearance_pages.py.
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -104,3 +105,70 @@ def test_the_browser_grid_is_not_blind(canary_server, canary_records, new_consol
     con = new_console(canary_server)
     con.open("records", {"id": one("hyper", "vault")})
     assert con.find(canary_store.canaries_for(next(r for r in canary_records if r["id"] == one("hyper", "vault"))))
+
+
+# ------------------------------------------------------------------------------ the Review page on a canary
+# store with a queue: every semantic record contested by a working record two levels up in another
+# scope, every episodic record below the prune threshold (as tests/console/test_clearance_pages.py).
+
+SCOPES = ["", "alpha", "beta", "vault"]
+REVIEW_CELLS = [pytest.param(c, id=operator_name(c), marks=[] if k in (2, 5) else [pytest.mark.slow])
+                for k, c in enumerate(CLEARANCES) if FULL or k in (2, 5)]
+
+
+@pytest.fixture(scope="module")
+def review_canary_server(canary_records, tmp_path_factory):
+    import copy
+
+    from membrane_engine import Membrane
+
+    from .conftest import _serve, build_store
+
+    docs = copy.deepcopy(canary_records)
+    for doc in docs:
+        if doc["type"] == "episodic":
+            doc["lifecycle"]["decay"]["half_life_seconds"] = 3600
+    url = build_store(tmp_path_factory.mktemp("e2e-canary-review") / "membrane.db", records=docs)
+    m = Membrane.open(url, load_sample=False)
+    try:
+        for doc in docs:
+            if doc["type"] == "semantic" and doc["id"].startswith("rec-"):
+                level = SENSITIVITIES[(SENSITIVITIES.index(doc["sensitivity"]) + 2) % len(SENSITIVITIES)]
+                scope = SCOPES[(SCOPES.index(doc["scope"]) + 1) % len(SCOPES)]
+                m.contest(doc["id"], one(level, scope, "working"), "canary-admin", "contested for the grid")
+        for c in CLEARANCES:
+            m.operators.add(operator_name(c), "curator", c[0], list(c[1]), password=PASSWORD, actor="e2e-grid")
+    finally:
+        m.close()
+    yield from _serve("canary-review", url, tmp_path_factory.mktemp("e2e-canary-review-server"))
+
+
+@pytest.mark.parametrize("clearance", REVIEW_CELLS)
+def test_review_page_leak_grid_in_the_browser(clearance, review_canary_server, canary_records, new_console):
+    import canary_store
+
+    sens, scopes = clearance
+    bad = canary_store.forbidden_canaries(canary_records, sens, list(scopes))
+    con = new_console(review_canary_server, role=None)
+    con.sign_in(operator_name(clearance), PASSWORD)
+    con.open("review")
+    assert con.page.get_by_text("Sign in to use the console").count() == 0, "the session is not signed in"
+    assert_no_leak(con, bad, f"review as {operator_name(clearance)}")
+    pick_all = con.page.get_by_role("button", name=re.compile("^Select all"))
+    if pick_all.count():
+        con.act(lambda: pick_all.click())
+        box = con.page.locator("[data-testid=stTextInput]", has_text="Rationale").last.locator("input")
+        con.act(lambda: (box.fill("keep"), box.press("Enter")))
+        assert_no_leak(con, bad, f"review's bulk preview as {operator_name(clearance)}")
+    con.screenshot(f"clearance-review-{operator_name(clearance)}")
+
+
+def test_the_review_grid_is_not_blind(review_canary_server, canary_records, new_console):
+    """Positive control: the admin sees contested records', contesters' and prunable records' labels."""
+    con = new_console(review_canary_server)
+    con.open("review")
+    by_id = {r["id"]: r for r in canary_records}
+    contested = by_id[one("low", "alpha")]
+    assert con.find([contested["payload"]["subject"]]), "a contested record's label is not shown"
+    assert con.find([by_id[one("low", "alpha", "episodic")]["payload"]["timeline"][0]["summary"]]), \
+        "a record about to be pruned is not shown"

@@ -30,7 +30,7 @@ RECORDS = [
 ]
 
 EXPECTED = {
-    "sem": "maya prefers tabs", "sem-obj": 'svc limits {"rps": 5}', "skill": "rotate the JWT key",
+    "sem": "maya prefers tabs", "sem-obj": "svc limits rps: 5", "skill": "rotate the JWT key",
     "plan": "cut a release", "plan-noint": "p2", "ent": "Project Alpha", "epi": "CI run 8", "epi-empty": "epi-empty",
     "work": "blocked: waiting for review",
 }

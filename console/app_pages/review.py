@@ -1,0 +1,237 @@
+"""Review: the queue an operator works through. Contested records, each beside what contests it,
+resolved by Supersede, Retract or Reinstate (previewed by the engine, confirmed, one transaction);
+and records about to be pruned, with when, to reinforce, pin or let go.
+
+The engine builds the queue through the signed-in operator's clearance (membrane_engine/review.py):
+what is beyond it is counted, never shown; a redacted record is metadata only. Writes are checked
+against the operator's role at the moment of writing (auth.authorize), as on Curate."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from console import auth, state
+from console.components.bulk_view import bulk_panel, show_results
+from console.components.clearance import clearance_caption, signed_in
+from console.components.plan_view import outcome_line, render_plan
+from console.components.safe import clean, md
+from console.components.words import plural
+from membrane_engine.errors import MembraneError, NotFoundError
+from membrane_engine.operators import permits
+from membrane_engine.schema import format_time
+
+K = "rv"
+HORIZONS = {1: "1 day", 3: "3 days", 7: "7 days", 14: "14 days", 30: "30 days"}
+RESOLVE = {
+    "reinstate": ("Reinstate", "The record holds: back to active; salience unchanged.", False),
+    "retract": ("Retract", "The record is wrong: salience 0, status retracted. It stays in the store.", True),
+    "supersede": ("Supersede", "Replace the record with a corrected one (edit the new record below); the old one "
+                               "is retracted.", True),
+}
+
+operator = signed_in()
+clearance = operator.clearance
+m = state.membrane()
+
+if st.session_state.pop(f"{K}_reset", False):  # an applied resolution: clear its inputs before they are drawn
+    st.session_state[f"{K}_rationale"] = ""
+    for name in [k for k in st.session_state if str(k).startswith(f"{K}_confirm_")]:
+        del st.session_state[name]
+    st.session_state.pop(f"{K}_json_for", None)
+
+st.title("Review")
+st.caption("Contested records beside what contests them, and records about to be pruned. Every resolution is "
+           "previewed by the engine, names you as the actor and carries your rationale into the audit log.")
+clearance_caption(operator)
+
+top = st.columns([1, 3])
+days = top[0].selectbox("Pruning horizon", list(HORIZONS), index=2, key=f"{K}_horizon",
+                        format_func=HORIZONS.get, help="List records that prune would take now or within this time")
+queue = m.review_queue(clearance, horizon=timedelta(days=days))
+may_write = permits(operator, "reinstate")[0]
+
+# ----------------------------------------------------------------------------- contested
+
+st.header(f"Contested ({queue.contested_total:,})")
+if queue.contested_withheld:
+    st.caption(f"{plural(queue.contested_withheld, 'more contested record')} beyond your clearance "
+               "(counted, not shown).")
+
+last = st.session_state.pop(f"{K}_outcome", None)
+if last:
+    ok, line = last
+    (st.success if ok else st.error)(md(line, 1500))
+
+if not queue.contested:
+    st.info("No contested record within your clearance.", icon=":material/task_alt:")
+
+
+def _contesters(item: Any) -> list[str]:
+    lines = []
+    for c in item.contesters:
+        how = " and ".join({"relation": "contested_by relation", "audit": "contest entry"}[v] for v in c.via)
+        if c.record_id is None:
+            lines.append(f"external reference: {clean(c.ref, 200)} ({how})")
+        else:
+            lines.append(f"{clean(c.label, 160)}  [{clean(c.record_id, 80)}] ({how})")
+    if item.contesters_withheld:
+        lines.append(f"+ {plural(item.contesters_withheld, 'record')} beyond your clearance (counted, not shown)")
+    if not lines:
+        lines.append("(nothing named: contested without a reference)")
+    return lines
+
+
+def pick(record_id: str) -> None:
+    st.session_state[f"{K}_target"] = record_id
+
+
+for k, item in enumerate(queue.contested):
+    with st.container(border=True):
+        left, right = st.columns([1, 1])
+        with left:
+            st.caption("Contested record")
+            st.text(clean(item.label, 300))
+            r = item.record
+            scope = clean(r.scope, 80) if r.scope else "(unscoped)"
+            st.caption(f"{r.type.value} · {r.sensitivity.value} · {md(scope, 80)} · salience {r.salience:.3f} · "
+                       f"id {md(r.id, 80)}")
+        with right:
+            st.caption("Contested by")
+            if item.record.redacted:
+                st.text("(withheld: the record is beyond your clearance, metadata only)")
+            else:
+                st.text("\n".join(_contesters(item)))
+                when = item.contested_at or item.record.updated_at
+                why = f": {clean(item.rationale, 300)}" if item.rationale else ""
+                st.caption(f"since {format_time(when)[:16].replace('T', ' ')}{md(why, 320)}")
+                if may_write:
+                    st.button("Resolve…", key=f"{K}_pick_{k}", on_click=pick, args=(item.record.id,),
+                              help="Choose this record in the Resolve section below")
+
+resolvable = [item for item in queue.contested if not item.record.redacted]
+if resolvable:
+    st.subheader("Resolve")
+    if not may_write:
+        st.info(f"Resolving needs the curator role; {md(operator.name, 80)} is a {operator.role.value}.",
+                icon=":material/lock:")
+    else:
+        names = {item.record.id: item.label for item in resolvable}
+        c = st.columns([3, 2])
+        target = c[0].selectbox("Contested record", list(names), key=f"{K}_target",
+                                format_func=lambda rid: clean(names[rid], 120))
+        action = c[1].radio("Resolution", list(RESOLVE), key=f"{K}_action", horizontal=True,
+                            format_func=lambda a: RESOLVE[a][0])
+        label, what, destructive = RESOLVE[action]
+        st.caption(what)
+        new_record: dict[str, Any] | None = None
+        problems: list[str] = []
+        if action == "supersede":
+            if st.session_state.get(f"{K}_json_for") != target or f"{K}_json" not in st.session_state:
+                try:
+                    doc = m.view(target, clearance).to_json_dict()
+                except NotFoundError:
+                    doc = {}
+                for field in ("audit_log", "created_at", "updated_at", "redacted", "relations"):
+                    doc.pop(field, None)
+                for field in ("anchor_salience", "anchor_at"):
+                    doc.get("lifecycle", {}).pop(field, None)
+                if isinstance(doc.get("payload"), dict):
+                    doc["payload"].pop("revision", None)
+                if isinstance(doc.get("salience"), float):
+                    doc["salience"] = round(doc["salience"], 4)
+                doc = {"id": str(uuid.uuid4()), **{k: v for k, v in doc.items() if k != "id"}}
+                st.session_state[f"{K}_json"] = json.dumps(doc, indent=2, ensure_ascii=False)
+                st.session_state[f"{K}_json_for"] = target
+            st.caption("The new record, prefilled from the contested one with a fresh id: correct what it says. "
+                       "The engine adds the supersedes relation, the provenance and the revision links.")
+            text = st.text_area("New record (Membrane JSON)", key=f"{K}_json", height=260)
+            try:
+                new_record = json.loads(text)
+                if not isinstance(new_record, dict):
+                    problems.append("The new record must be a JSON object.")
+            except ValueError as exc:
+                problems.append(f"The new record is not valid JSON: {exc}")
+        rationale = st.text_input("Rationale", key=f"{K}_rationale",
+                                  placeholder="Why: it becomes the audit entry's rationale").strip()
+
+        def call_args(actor: str) -> list[Any]:
+            if action == "supersede":
+                return [target, new_record, actor, rationale]
+            return [target, actor, rationale]
+
+        if not rationale:
+            st.caption("To preview: write a rationale.")
+        for problem in problems:
+            st.warning(md(problem, 500))
+        if rationale and not problems:
+            try:
+                plan = m.preview(action, *call_args(operator.actor))
+            except MembraneError as exc:
+                st.error(f"The engine refuses: {md(str(exc), 1500)}")
+            else:
+                render_plan(plan, key=f"{K}_plan")
+                confirmed = True
+                # Keyed by the record and the resolution: a confirmation (or a click) given for one
+                # record never applies to another that took its place in the list.
+                if destructive:
+                    confirmed = st.checkbox(f"I confirm: {label.lower()} this record as previewed.",
+                                            key=f"{K}_confirm_{action}_{target}")
+                if st.button(f"Apply: {label.lower()}", type="primary", key=f"{K}_apply_{action}_{target}",
+                             disabled=not confirmed):
+                    writer = auth.authorize(action)  # the role, checked at the moment of writing
+                    try:
+                        done = getattr(m, action)(*call_args(writer.actor))
+                        st.session_state[f"{K}_outcome"] = (True, f"{label} done: {outcome_line(done)}")
+                    except MembraneError as exc:
+                        st.session_state[f"{K}_outcome"] = (False, f"{label} refused: {exc}")
+                    st.session_state[f"{K}_reset"] = True
+                    st.rerun()
+
+# ----------------------------------------------------------------------------- about to be pruned
+
+st.header(f"About to be pruned ({queue.pruning_total:,})")
+st.caption(f"Records prune would archive now or within {HORIZONS[days]}: not pinned, policy auto_prune, salience "
+           f"falling below {queue.threshold:g}.")
+if queue.pruning_withheld:
+    st.caption(f"{plural(queue.pruning_withheld, 'more record')} beyond your clearance (counted, not shown).")
+show_results(f"{K}_prune")
+if not queue.pruning:
+    st.info(f"Nothing within your clearance will be pruned within {HORIZONS[days]}.", icon=":material/task_alt:")
+else:
+    now = queue.as_of
+
+    def when(p: Any) -> str:
+        if p.eligible_now:
+            return "now"
+        hours = (p.prune_at - now).total_seconds() / 3600
+        return f"in {hours:.0f} h" if hours < 48 else f"in {hours / 24:.1f} days"
+
+    frame = pd.DataFrame([{
+        "record": clean(p.label, 200), "type": p.type, "salience": p.salience, "prunes": when(p),
+        "at": format_time(p.prune_at)[:16].replace("T", " "), "id": clean(p.record_id, 200),
+    } for p in queue.pruning])
+    st.dataframe(frame, hide_index=True, width="stretch", key=f"{K}_prune_table",
+                 column_config={"record": st.column_config.TextColumn(width="large"),
+                                "salience": st.column_config.NumberColumn(format="%.5f")})
+    if len(queue.pruning) < queue.pruning_total:
+        st.caption(f"Showing the first {len(queue.pruning):,} (soonest first).")
+    full = [p for p in queue.pruning if not p.redacted]
+    pick = {p.record_id: p.label for p in full}
+    if may_write and pick:
+        if st.button(f"Select all {plural(len(pick), 'listed record')}", key=f"{K}_prune_all"):
+            st.session_state[f"{K}_prune_ids"] = list(pick)
+        chosen = st.multiselect("Records to act on", list(pick), key=f"{K}_prune_ids",
+                                format_func=lambda rid: clean(pick.get(rid, rid), 120))
+        if chosen:
+            with st.container(border=True):
+                bulk_panel(m, operator, chosen, key=f"{K}_prune", ops=["reinforce", "pin", "delete"],
+                           op_names={"delete": "Let go (archive now)"}, title=f"Keep or let go: {plural(len(chosen), 'record')}")
+    elif not may_write:
+        st.info(f"Reinforcing, pinning or letting go needs the curator role; {md(operator.name, 80)} is a "
+                f"{operator.role.value}.", icon=":material/lock:")

@@ -1,0 +1,116 @@
+"""The review queue (membrane_engine/review.py): contested records beside what contests them and
+records about to be pruned, through an operator's clearance, on each database."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from membrane_engine import Membrane, TrustContext
+from membrane_engine.errors import ValidationError
+from membrane_engine.salience import PRUNE_THRESHOLD
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+ALL = TrustContext(max_sensitivity="hyper")
+LOW_ALPHA = TrustContext(max_sensitivity="low", scopes=["alpha"])
+ACTOR = "operator:ann"
+
+
+@pytest.fixture
+def m(store_url: str) -> Iterator[Membrane]:
+    mem = Membrane.open(store_url, load_sample=False, clock=lambda: NOW)
+    yield mem
+    mem.close()
+
+
+def fact(rid: str, subject: str, sensitivity: str = "low", scope: str = "alpha", salience: float = 0.8,
+         half_life: int = 86400, **lifecycle) -> dict:
+    return {"id": rid, "type": "semantic", "sensitivity": sensitivity, "confidence": 0.9, "salience": salience,
+            "scope": scope, "created_at": "2026-02-01T00:00:00Z", "updated_at": "2026-03-01T12:00:00Z",
+            "lifecycle": {"decay": {"curve": "exponential", "half_life_seconds": half_life},
+                          "deletion_policy": "auto_prune", **lifecycle},
+            "payload": {"kind": "semantic", "subject": subject, "predicate": "is", "object": "x",
+                        "evidence": [{"source_type": "doc", "source_id": rid}]}}
+
+
+def test_contested_records_come_with_what_contests_them(m: Membrane) -> None:
+    m.import_records([fact("a", "alpha claim"), fact("b", "bravo rebuttal"), fact("c", "charlie claim")])
+    m.contest("a", "b", ACTOR, "b disagrees")
+    m.contest("c", "ticket-42", ACTOR, "an outside report")
+    q = m.review_queue(ALL)
+    assert q.contested_total == 2 and q.contested_withheld == 0
+    by_id = {item.record.id: item for item in q.contested}
+    assert by_id["a"].label == "alpha claim is x"
+    [contester] = by_id["a"].contesters
+    assert (contester.record_id, contester.label, contester.via) == ("b", "bravo rebuttal is x", ("audit", "relation"))
+    [external] = by_id["c"].contesters
+    assert (external.record_id, external.ref, external.via) == (None, "ticket-42", ("audit",))
+    assert by_id["c"].rationale == "an outside report"  # the reason; the contester is named above
+    m.reinstate("a", ACTOR, "a holds")
+    assert [item.record.id for item in m.review_queue(ALL).contested] == ["c"]
+
+
+def test_contested_beyond_the_clearance_is_counted_never_shown(m: Membrane) -> None:
+    m.import_records([fact("seen", "visible claim"), fact("secret", "classified claim", sensitivity="hyper"),
+                      fact("medium", "medium claim", sensitivity="medium"),
+                      fact("other", "other scope claim", scope="beta"),
+                      fact("spy", "hidden contester", sensitivity="high")])
+    for rid in ("seen", "secret", "medium", "other"):
+        m.contest(rid, "spy", ACTOR, "disputed")
+    q = m.review_queue(LOW_ALPHA)
+    assert q.contested_total == 2  # seen (full) and medium (redacted)
+    assert q.contested_withheld == 2  # secret (hyper) and other (scope beta)
+    by_id = {item.record.id: item for item in q.contested}
+    assert set(by_id) == {"seen", "medium"}
+    assert by_id["seen"].contesters == () and by_id["seen"].contesters_withheld == 1  # the spy is counted
+    redacted = by_id["medium"]
+    assert redacted.record.redacted and redacted.record.payload is None
+    assert redacted.label == "redacted semantic record"
+    assert redacted.contesters == () and redacted.rationale is None
+    text = repr(q)
+    for leak in ("classified", "other scope", "hidden contester", "medium claim"):
+        assert leak not in text
+    # (The record "seen" itself is seen in full, its own relations and rationale with it; what
+    # contests it is only counted.)
+    assert "spy" not in repr(by_id["seen"].contesters) + repr(redacted) + by_id["seen"].rationale
+    assert by_id["seen"].rationale == "disputed"
+
+
+def test_records_about_to_be_pruned_with_when(m: Membrane) -> None:
+    day = 86400
+    m.import_records([
+        fact("gone", "already faded", salience=0.0005),
+        fact("soon", "fades in days", salience=0.5, half_life=day),  # below 0.001 after log2(500) days
+        fact("later", "fades slowly", salience=0.5, half_life=30 * day),
+        fact("pinned", "kept", salience=0.0005, pinned=True),
+        fact("manual", "manual only", salience=0.0005, deletion_policy="manual_only"),
+        fact("hyper", "secret fading", salience=0.0005, sensitivity="hyper"),
+    ])
+    q = m.review_queue(LOW_ALPHA, horizon=timedelta(days=14))
+    by_id = {p.record_id: p for p in q.pruning}
+    assert set(by_id) == {"gone", "soon"} and q.pruning_withheld == 1
+    assert by_id["gone"].eligible_now and by_id["gone"].prune_at == NOW
+    expected = NOW + timedelta(seconds=day * math.log2(0.5 / PRUNE_THRESHOLD))
+    assert abs((by_id["soon"].prune_at - expected).total_seconds()) < 1
+    assert not by_id["soon"].eligible_now and by_id["soon"].label == "fades in days is x"
+    assert m.salience_at("soon", by_id["soon"].prune_at + timedelta(seconds=1)) < PRUNE_THRESHOLD
+    assert m.salience_at("soon", by_id["soon"].prune_at - timedelta(seconds=1)) >= PRUNE_THRESHOLD
+    # Eligible now: exactly what prune would take (through an all-seeing clearance).
+    everything = m.review_queue(ALL, horizon=timedelta(0))
+    assert sorted(p.record_id for p in everything.pruning) == sorted(m.prune(ACTOR, "dry run")) == ["gone", "hyper"]
+    # Within a week, "soon" is not yet (log2(500) days is about 9).
+    week = m.review_queue(LOW_ALPHA)
+    assert {p.record_id for p in week.pruning} == {"gone"}
+    assert "secret fading" not in repr(q)
+
+
+def test_review_queue_arguments_are_checked(m: Membrane) -> None:
+    with pytest.raises(ValidationError, match="horizon"):
+        m.review_queue(ALL, horizon=timedelta(days=-1))
+    with pytest.raises(ValidationError, match="limit"):
+        m.review_queue(ALL, limit=10_001)
+    with pytest.raises(ValidationError, match="clearance"):
+        m.review_queue("everyone")
