@@ -196,7 +196,8 @@ if resolvable:
                     writer = auth.authorize(action)  # the role, checked at the moment of writing
                     try:
                         done = getattr(m, action)(*call_args(writer.actor))
-                        st.session_state[f"{K}_outcome"] = (True, f"{label} done: {outcome_line(done)}")
+                        st.session_state[f"{K}_outcome"] = (True, f"{label} done for “{names[target]}”: "
+                                                                  f"{outcome_line(done)}")
                     except MembraneError as exc:
                         st.session_state[f"{K}_outcome"] = (False, f"{label} refused: {exc}")
                     st.session_state[f"{K}_reset"] = True
