@@ -16,7 +16,7 @@ the threshold is found by bisection on the records that are below it at the hori
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +89,6 @@ class ReviewQueue:
     pruning_total: int  # about to be pruned and seen
     pruning_withheld: int  # about to be pruned, beyond the clearance
     threshold: float = PRUNE_THRESHOLD
-    notes: list[str] = field(default_factory=list)
 
 
 def _check(horizon: Any, limit: Any) -> tuple[timedelta, int]:

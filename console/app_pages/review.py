@@ -91,7 +91,13 @@ def pick(record_id: str) -> None:
     st.session_state[f"{K}_target"] = record_id
 
 
-for k, item in enumerate(queue.contested):
+PER_PAGE = 20
+pages = max(1, -(-len(queue.contested) // PER_PAGE))
+page_no = min(int(st.session_state.get(f"{K}_contested_page", 1) or 1), pages)
+first = (page_no - 1) * PER_PAGE
+if len(queue.contested) < queue.contested_total:
+    st.caption(f"Listing the {len(queue.contested):,} most recently contested.")
+for k, item in enumerate(queue.contested[first:first + PER_PAGE], start=first):
     with st.container(border=True):
         left, right = st.columns([1, 1])
         with left:
@@ -113,6 +119,9 @@ for k, item in enumerate(queue.contested):
                 if may_write:
                     st.button("Resolve…", key=f"{K}_pick_{k}", on_click=pick, args=(item.record.id,),
                               help="Choose this record in the Resolve section below")
+
+if pages > 1:
+    st.pagination(pages, key=f"{K}_contested_page", default=page_no)
 
 resolvable = [item for item in queue.contested if not item.record.redacted]
 if resolvable:
@@ -187,7 +196,8 @@ if resolvable:
                     writer = auth.authorize(action)  # the role, checked at the moment of writing
                     try:
                         done = getattr(m, action)(*call_args(writer.actor))
-                        st.session_state[f"{K}_outcome"] = (True, f"{label} done: {outcome_line(done)}")
+                        st.session_state[f"{K}_outcome"] = (True, f"{label} done for “{names[target]}”: "
+                                                                  f"{outcome_line(done)}")
                     except MembraneError as exc:
                         st.session_state[f"{K}_outcome"] = (False, f"{label} refused: {exc}")
                     st.session_state[f"{K}_reset"] = True

@@ -281,3 +281,20 @@ def test_a_confirmation_never_carries_over_to_another_preview(store):
         assert not any(m.get(rid).lifecycle.pinned for rid in chosen)
     finally:
         m.close()
+
+
+def test_a_long_queue_is_listed_twenty_at_a_time(store):
+    m = fresh(store)
+    try:
+        semantic = [r.id for r in m.retrieve_by_type("semantic", ALL) if r.revision_status in (None, "active")][:25]
+        for rid in semantic:
+            m.contest(rid, "ticket-7", "operator:bob", "audit finding 7")
+        total = m.review_queue(ALL).contested_total
+    finally:
+        m.close()
+    assert total >= 25
+    at = page()
+    assert at.header[0].value == f"Contested ({total:,})"
+    assert len([b for b in at.button if str(b.key).startswith("rv_pick_")]) == 20
+    assert len(at.selectbox(key="rv_target").options) == total  # every listed record can be resolved
+    assert "external reference: ticket-7 (contest entry)" in shown_text(at)
