@@ -249,8 +249,8 @@ def render_history(record: MemoryRecord, key: str = "") -> None:
     table([{"field": k, f"then ({format_time(when)[:16].replace('T', ' ')})": then[k], "now": current.get(k, ""),
             "changed": "●" if then[k] != current.get(k, "") else ""} for k in then if k != "updated_at"],
           key=f"{key}_hist_then")
-    with st.expander("Payload then", expanded=False):
-        render_payload(past)
+    st.caption("Payload and confidence are the same in every version: curation never changes them in place "
+               "(a new text is a supersede, a new record).")
     _restore(m, operator, record, past, when, key)
 
 
