@@ -123,6 +123,10 @@ class StaticLexicalEmbedder:
         self._surprisal: dict[str, float] | None = None
         self._lock = threading.Lock()
 
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        """Pickled as "a new one": a worker process gets its own encoder, lock and tables."""
+        return (type(self), ())
+
     def _word_surprisal(self) -> dict[str, float]:
         """-log p of each whole word the model's unigram tokenizer has as one piece."""
         if self._surprisal is None:

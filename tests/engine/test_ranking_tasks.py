@@ -161,3 +161,22 @@ def test_a_task_changes_the_choice_only_with_the_provider(sample: Membrane, tmp_
         assert len(set(ranked.values())) >= 7  # the provider makes the tasks choose differently
     finally:
         off.close()
+
+
+def test_the_default_provider_goes_to_worker_processes_and_threads() -> None:
+    """An import may embed in worker processes (the provider is pickled) and requests embed in
+    threads: both give the vectors the provider gives here."""
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    from membrane_engine.ranking import default_embedder
+
+    provider = default_embedder()
+    texts = [f"{task} {i}" for i in range(50) for task in TASKS]
+    want = provider.embed(texts)
+    copy = pickle.loads(pickle.dumps(provider))
+    assert copy is not provider and copy.name == provider.name
+    assert np.array_equal(copy.embed(texts), want)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda chunk: provider.embed(texts[chunk:chunk + 100]), range(0, len(texts), 100)))
+    assert np.array_equal(np.vstack(got), want)
