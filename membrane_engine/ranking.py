@@ -9,9 +9,10 @@ aligned with the column cache's rows.
 
 The default provider needs no network and no configuration: ``tokenlearn-static-model`` ships
 a Model2Vec-style static model (10k-token vocabulary, 64 dimensions, int8) inside its wheel and
-encodes with a Rust tokenizer (~120k short texts/s on one core), and a hashed bag of word stems
-adds the exact-term signal a 64-dimension static model lacks (a skill named "EKS" or "JWT" is
-found by that word). README, "Task-aware ranking", has the measurements behind the choice.
+encodes with a Rust tokenizer, and a hashed bag of word stems, each word weighted by its rarity
+in the model's own vocabulary, adds the exact-term signal a 64-dimension static model lacks (a
+skill named "EKS" or "JWT" is found by that word). README, "Task-aware ranking", has the
+measurements behind the choice.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ LEXICAL_DIM = 128
 STEM = 6  # "upgrade", "upgrades", "upgrading" share a bucket; "rotate" and "rotation" do not
 RARE = 14.0  # -log p of a word the model's vocabulary has no piece for: rare, so telling
 COMMON = 6.0  # words more frequent than this (-log p) count as much as the most frequent
+WORDS_KEPT = 200_000  # words whose bucket and weight are remembered between calls
 
 
 class StaticLexicalEmbedder:
@@ -122,6 +124,10 @@ class StaticLexicalEmbedder:
         self._surprisal: dict[str, float] | None = None
         self._lock = threading.Lock()
 
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        """Pickled as "a new one": a worker process gets its own encoder, lock and tables."""
+        return (type(self), ())
+
     def _word_surprisal(self) -> dict[str, float]:
         """-log p of each whole word the model's unigram tokenizer has as one piece."""
         if self._surprisal is None:
@@ -131,12 +137,14 @@ class StaticLexicalEmbedder:
 
                     with open(os.path.join(self._model_dir, "tokenizer.json"), encoding="utf-8") as f:
                         vocab = json.load(f)["model"]["vocab"]
-                    self._surprisal = {piece[1:]: -score for piece, score in vocab
-                                       if piece.startswith("\u2581") and len(piece) > 1}
+                    self._surprisal = {piece[1:]: -score for piece, score in vocab  # rarer ones are RARE
+                                       if piece.startswith("\u2581") and len(piece) > 1 and -score < RARE}
         return self._surprisal
 
     def _lexical(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), LEXICAL_DIM), dtype=np.float32)
+        if len(self._words) > WORDS_KEPT:  # ids and numbers in a large import: keep memory bounded
+            self._words = {}
         words = self._words
         surprisal = None
         for i, text in enumerate(texts):

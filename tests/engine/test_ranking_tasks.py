@@ -39,6 +39,23 @@ TASKS: dict[str, tuple[tuple[str, ...], bool]] = {
     "upgrade the EKS cluster": (("EKS cluster",), False),
 }
 
+# the same needs in other words, sharing no stem with the name (applicability only; the README
+# says why the default keeps the static model next to the stems): task -> words of a fitting name
+PARAPHRASES: dict[str, tuple[str, ...]] = {
+    "container keeps restarting": ("CrashLoopBackOff", "crash-loop"),
+    "image build takes forever": ("Docker",),
+    "credential committed to the repository": ("leaked secret", "credential printed"),
+    "password pushed to github by mistake": ("leaked secret",),
+    "bump kubernetes version": ("EKS",),
+    "tests fail randomly": ("flaky",),
+    "ship a new version of the golang app": ("release",),
+    "schema migration adding a mandatory field": ("column",),
+    "certificate manager upgrade": ("cert-manager",),
+    "database major upgrade": ("Postgres",),
+    "infrastructure as code plan and apply": ("Terraform",),
+    "renew token signing secret": ("JWT",),
+}
+
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "membrane_sample.json"
 SAMPLE_NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)  # the sample store's "now"
 EVERYTHING = TrustContext(max_sensitivity="hyper", authenticated=True, actor_id="operator", scopes=[])
@@ -89,10 +106,9 @@ def test_selector_choice_and_retrieval_order(sample: Membrane, task: str) -> Non
 def test_why_four_tasks_cannot_pick(sample: Membrane, task: str) -> None:
     """For these tasks the expected record would need an applicability that its cosine with the
     task cannot plausibly reach: against the winner's success and recency it needs
-    ``3 * winner's score - its own success - its own recency``, which is above 0.85 (a cosine
-    of 0.7 or more with a two-to-five-word task) for each of them, and above 1.0 (no cosine
-    can give that) for "docker builds are slow" once the winner's applicability is the 0.5 of
-    an unrelated record."""
+    ``3 * winner's score - its own success - its own recency``, which is above 0.84 (a cosine
+    of 0.68 or more with a two-to-five-word task) for each of them, and above 1.0 (no cosine
+    can give that) for "docker builds are slow" even at the 0.5 of an unrelated winner."""
     words, _ = TASKS[task]
     sel = selection(sample, task).selection
     by_id = {r.id: r for r in sel.selected}
@@ -101,7 +117,7 @@ def test_why_four_tasks_cannot_pick(sample: Membrane, task: str) -> None:
     assert not about(by_id[winner.record_id], words)
     needed = 3 * winner.score - expected.success - expected.recency
     assert expected.applicability < needed
-    assert needed > 0.85, (task, needed)
+    assert needed > 0.84, (task, needed)
     if task == "docker builds are slow":  # even a cosine of 1 against an unrelated winner's 0
         assert 1.0 + expected.success + expected.recency < 0.5 + winner.success + winner.recency
 
@@ -161,3 +177,50 @@ def test_a_task_changes_the_choice_only_with_the_provider(sample: Membrane, tmp_
         assert len(set(ranked.values())) >= 7  # the provider makes the tasks choose differently
     finally:
         off.close()
+
+
+def test_the_default_provider_goes_to_worker_processes_and_threads() -> None:
+    """An import may embed in worker processes (the provider is pickled) and requests embed in
+    threads: both give the vectors the provider gives here."""
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    from membrane_engine.ranking import default_embedder
+
+    provider = default_embedder()
+    texts = [f"{task} {i}" for i in range(50) for task in TASKS]
+    want = provider.embed(texts)
+    copy = pickle.loads(pickle.dumps(provider))
+    assert copy is not provider and copy.name == provider.name
+    assert np.array_equal(copy.embed(texts), want)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda chunk: provider.embed(texts[chunk:chunk + 100]), range(0, len(texts), 100)))
+    assert np.array_equal(np.vstack(got), want)
+
+
+def test_paraphrases_are_what_the_static_model_adds(sample: Membrane, tmp_path: Path) -> None:
+    """Tasks worded without the names' words: the word stems alone name a fitting record by
+    applicability for 3 of the 12, the default (static model next to the stems) for 4."""
+    from membrane_engine.ranking import StaticLexicalEmbedder
+
+    class StemsAlone(StaticLexicalEmbedder):
+        name = "stems-alone-test"
+        lexical_weight = 1.0
+
+    def named(m: Membrane) -> set[str]:
+        out = set()
+        for task, words in PARAPHRASES.items():
+            sel = selection(m, task).selection
+            by_id = {r.id: r for r in sel.selected}
+            best = max(sel.signals, key=lambda s: (s.applicability, s.record_id))
+            if about(by_id[best.record_id], words):
+                out.add(task)
+        return out
+
+    stems_only = Membrane.open(f"sqlite:///{tmp_path / 'stems.db'}", load_sample=False, embedder=StemsAlone())
+    stems_only.import_file(SAMPLE)
+    try:
+        default, stems = named(sample), named(stems_only)
+    finally:
+        stems_only.close()
+    assert len(default) >= 4 and len(default) > len(stems), (default, stems)
