@@ -82,44 +82,56 @@ def share_trust(query: dict[str, str], prefix: str = "") -> None:
         st.session_state[_SHARED_TRUST] = values
 
 
-_BARE = "page_bare_"
+_ARRIVED_AT = "page_arrived_at_"
+_HELD = "page_held_"
+_BARE_STATE = "page_bare_state_"
 _RUNNING = "page_running"
 
 
 def page_query(page: str, trust_prefix: str | None = "") -> dict[str, str] | None:
     """What ``page`` should fill its widgets from on this run, or None when they already hold
-    its state (the URL is the one the page wrote last). A URL with parameters (a link, a reload,
-    Back / Forward) gives them; a bare address (the navigation) gives the page as it was last
-    left. Either way, when the URL names no trust context the session's shared one is used
-    (under ``trust_prefix``; None: the page has none)."""
+    its state. A URL with parameters (a link, a reload, Back / Forward) gives them; a bare
+    address (the navigation) gives the page as it was last left. Either way, when the URL names
+    no trust context the session's shared one is used (under ``trust_prefix``; None: the page
+    has none)."""
     url = st.query_params.to_dict()
     arrived = st.session_state.get(_RUNNING) != page  # from another page (its widgets are gone)
     st.session_state[_RUNNING] = page
     last = st.session_state.get(_LAST + page)
-    if not arrived and ((last is not None and url == last) or (not url and st.session_state.get(_BARE + page))):
+    if not arrived and ((last is not None and url == last) or url == st.session_state.get(_ARRIVED_AT + page)):
         return None
-    # At a bare address the URL is left bare until the operator changes something: written at
-    # once, it would be a second browser history entry, and Back would land on the same page.
-    st.session_state[_BARE + page] = "arrived" if not url else None
-    seed = dict(url) if url or last is None else dict(last)
+    # The address the page was restored from stays as it is until the operator changes
+    # something: rewritten at once, it would add a browser history entry, and Back would land
+    # on the same page.
+    st.session_state[_ARRIVED_AT + page] = url
+    st.session_state[_HELD + page] = "pending"
+    if url:
+        seed = dict(url)
+    elif not arrived and st.session_state.get(_BARE_STATE + page) is not None:
+        return dict(st.session_state[_BARE_STATE + page])  # Back to the bare address: as it showed then
+    else:
+        seed = dict(last or {})
     if trust_prefix is not None and not any(trust_prefix + k in url for k in TRUST_FIELDS):
         seed.update(shared_trust_query(trust_prefix))
+    if not url:
+        st.session_state[_BARE_STATE + page] = dict(seed)
     return seed
 
 
 def keep_page_query(page: str, query: dict[str, str], trust_prefix: str | None = "") -> None:
-    """Write ``page``'s state into its URL (a new browser history entry when it changed), and
-    share its trust context (under ``trust_prefix``) with the other pages."""
+    """Write ``page``'s state into its URL once it differs from the state the page was restored
+    to (each change a new browser history entry), and share its trust context (under
+    ``trust_prefix``) with the other pages."""
     st.session_state[_LAST + page] = dict(query)
     if trust_prefix is not None:
         share_trust(query, trust_prefix)
-    bare = st.session_state.get(_BARE + page)
-    if bare == "arrived":  # the state the page was restored to: the address stays bare
-        st.session_state[_BARE + page] = dict(query)
+    held = st.session_state.get(_HELD + page)
+    if held == "pending":  # the state the page was just restored to
+        st.session_state[_HELD + page] = dict(query)
         return
-    if isinstance(bare, dict):
-        if bare == query:
-            return
-        st.session_state[_BARE + page] = None
+    if held == query:
+        return
+    st.session_state[_HELD + page] = None
+    st.session_state[_ARRIVED_AT + page] = None
     if st.query_params.to_dict() != query:
         st.query_params.from_dict(query)

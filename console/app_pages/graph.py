@@ -100,9 +100,11 @@ with results:
     graph, withheld = within(answer, operator.clearance)
     redacted = sum(n.record.redacted for n in graph.nodes)
     cols = st.columns(5)
-    cols[0].metric("Roots", len(graph.root_ids))
-    cols[1].metric("Nodes", len(graph.nodes))
-    cols[2].metric("Edges", len(graph.edges))
+    cols[0].metric("Roots", len(graph.root_ids),
+                   help="The best-ranked records for the task (by salience when there is none), up to the Roots limit")
+    cols[1].metric("Nodes", len(graph.nodes), help="The roots and the records their relations reach within the hops, "
+                                                   "that this agent sees and you may see, up to the Nodes limit")
+    cols[2].metric("Edges", len(graph.edges), help="Typed relations between the nodes drawn, up to the Edges limit")
     cols[3].metric("Redacted", redacted, help="Drawn locked: metadata only")
     cols[4].metric("Withheld", withheld,
                    help=f"Nodes this agent would receive that your clearance ({operator.clearance.max_sensitivity.value}"

@@ -157,7 +157,7 @@ totals = {c: sum(getattr(lc, c) for lc in sim.counts.values()) for c in LAYER_CO
 
 st.divider()
 mc = st.columns(5)
-mc[0].metric("Returned", f"{returned:,}", help=f"{sim.total_matching:,} records pass gating and the salience filter"
+mc[0].metric("Returned", f"{returned:,}", help=f"{plural(sim.total_matching, 'record')} pass gating and the salience filter"
              + (f"; the limit keeps {int(limit):,}" if limit else f"; no limit, so the first {MAX_LIMIT:,} at most"))
 mc[1].metric("Full", f"{totals['full']:,}", help="Visible in full (sensitivity within max, scope allowed)")
 mc[2].metric("Redacted", f"{totals['redacted']:,}", help="Sensitivity one level above max: metadata only")
@@ -194,7 +194,9 @@ if selection is not None:
     with st.container(border=True):
         st.markdown("**Selector** (competence and plan candidates)")
         sc = st.columns(3)
-        sc[0].metric("Confidence", f"{selection.confidence:.3f}")
+        sc[0].metric("Confidence", f"{selection.confidence:.3f}",
+                     help="(best score − runner-up's score) / best score with two or more candidates; the score "
+                          "itself with one. Each score is the mean of applicability, success and recency")
         sc[1].metric("Needs more", "yes" if selection.needs_more else "no",
                      help=f"confidence < threshold {selection.threshold:g}")
         n_candidates = max(len(selection.scores), len(selection.signals))
@@ -227,7 +229,7 @@ with tabs[0]:
                    + (f" (with no limit, the first {MAX_LIMIT:,} of {sim.total_matching:,})."
                       if returned < sim.total_matching and not limit else "."))
         if sim.withheld:
-            st.info(f"{sim.withheld:,} of the {sim.total_matching:,} records this context gets are beyond your "
+            st.info(f"{sim.withheld:,} of the {plural(sim.total_matching, 'record')} this context gets are beyond your "
                     "clearance: they are counted above, not listed.", icon=":material/lock:")
         if not returned:
             st.info("Nothing is returned for this context and request.")

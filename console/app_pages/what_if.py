@@ -99,12 +99,18 @@ diff = compare(m, trust_a, trust_b, memory_types=types, limit=0)
 st.divider()
 
 cols = st.columns(6)
-cols[0].metric("Records compared", f"{diff.total:,}")
-cols[1].metric("Verdict changes", f"{diff.changed:,}")
+cols[0].metric("Records compared", f"{diff.total:,}",
+               help="The live records of the chosen memory types (all when none is chosen), every one judged under both contexts")
+cols[1].metric("Verdict changes", f"{diff.changed:,}",
+               help="Records whose verdict (full, redacted, hidden) under B differs from their verdict under A")
+VERDICT_HELP = {"full": "sensitivity at or below the context's max and scope allowed: seen whole",
+                "redacted": "sensitivity one level above the context's max, scope allowed: metadata only"}
 for i, verdict in enumerate(("full", "redacted")):
-    cols[2 + 2 * i].metric(f"{verdict.capitalize()} under A", f"{diff.counts_a[verdict]:,}")
+    cols[2 + 2 * i].metric(f"{verdict.capitalize()} under A", f"{diff.counts_a[verdict]:,}",
+                           help=f"Records context A gets {verdict}: {VERDICT_HELP[verdict]}")
     cols[3 + 2 * i].metric(f"{verdict.capitalize()} under B", f"{diff.counts_b[verdict]:,}",
-                           delta=f"{diff.counts_b[verdict] - diff.counts_a[verdict]:+,} vs A", delta_color="off")
+                           delta=f"{diff.counts_b[verdict] - diff.counts_a[verdict]:+,} vs A", delta_color="off",
+                           help=f"Records context B gets {verdict}: {VERDICT_HELP[verdict]}; the delta is B less A")
 
 left, right = st.columns([3, 2])
 with left:

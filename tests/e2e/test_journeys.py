@@ -42,6 +42,13 @@ def test_context_follows_the_operator_and_back_forward_restore_it(console):
     con.assert_healthy()
     assert slider_value(con, 0) == "high", "what-if's context A is not the simulator's context"
     con.screenshot("journey-what-if-from-simulator")
+    # A change on what-if (context B) is an entry of its own: Back shows B as it was.
+    b_before = slider_value(con, 1)
+    b_after = SENSITIVITIES[SENSITIVITIES.index(b_before) - 1]  # one key press: one change
+    set_select_slider(con, 1, b_after, SENSITIVITIES)
+    assert f"b_max_sensitivity={b_after}" in con.page.url
+    history(con, con.page.go_back)
+    assert title(con) == "What-if" and slider_value(con, 1) == b_before and slider_value(con, 0) == "high"
 
     # Back: the simulator as it was left (high), then as it was opened (medium); Forward: high again.
     history(con, con.page.go_back)

@@ -93,3 +93,32 @@ def test_tag_filter_is_exact(membrane):
     assert [r.id for r in search(membrane, Filters(tags=["ops-night"]), sort="id")[1]] == ["r2", "r3"]
     assert search(membrane, Filters(tags=["Ops", "ops"]))[0] == 0
     assert tag_counts(membrane) == {"ops-night": 2, "Ops": 1, "ops": 1}
+
+
+
+def test_hidden_records_lists_only_what_the_clearance_sees(membrane):
+    """The simulator's hidden list: records the context does not see, counted whole, listed (by
+    id) only when the operator's clearance sees them; the verdicts are the engine's (explain)."""
+    from membrane_engine import TrustContext
+    from membrane_engine.lookups import hidden_records
+
+    membrane.import_records([
+        make_record("a-low-beta", sensitivity="low", scope="beta"),
+        make_record("b-high", sensitivity="high"),
+        make_record("c-medium-beta", sensitivity="medium", scope="beta"),
+        make_record("d-hyper", "working", sensitivity="hyper"),
+        make_record("e-public", sensitivity="public"),
+        make_record("f-low-alpha", sensitivity="low", scope="alpha"),
+    ])
+    context = TrustContext(max_sensitivity="low", scopes=["alpha"])
+    clearance = TrustContext(max_sensitivity="medium")  # sees high redacted, hyper not at all
+    explained = membrane.explain_many(membrane.ids(), context)
+    hidden = sorted(rid for rid, v in explained.items() if v.value == "hidden")
+    assert hidden == ["a-low-beta", "b-high", "c-medium-beta", "d-hyper"]
+    page = hidden_records(membrane, context, clearance)
+    assert (page.total, page.seen) == (4, 3)
+    assert [b.id for b in page.records] == ["a-low-beta", "b-high", "c-medium-beta"]  # d-hyper: counted only
+    assert page.records[1].sensitivity == "high" and page.records[0].scope == "beta"
+    assert [b.id for b in hidden_records(membrane, context, clearance, offset=1, limit=1).records] == ["b-high"]
+    working = hidden_records(membrane, context, clearance, memory_types=["working"])
+    assert (working.total, working.seen, working.records) == (1, 0, [])
