@@ -33,6 +33,9 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     st.cache_resource.clear()
 
 
+TYPES = {"working", "entity", "semantic", "competence", "plan_graph", "episodic", "\U0001F512 redacted"}
+
+
 def signed_in(at: AppTest, level: str = "hyper", scopes: tuple[str, ...] = ()) -> AppTest:
     return sign_in(at, Operator(name="olive", role="viewer", max_sensitivity=level, scopes=scopes))
 
@@ -45,10 +48,12 @@ def graph_page(level: str = "hyper", scopes: tuple[str, ...] = ()) -> AppTest:
 
 
 def figure(at: AppTest) -> dict:
-    """The page's one figure, as its Plotly JSON spec."""
-    charts = at.get("plotly_chart")
-    assert len(charts) == 1, f"{len(charts)} figures on the page"
-    return json.loads(charts[0].proto.spec)
+    """The page's one graph figure (the one whose traces include record types), as its Plotly
+    JSON spec; the record detail also draws the record's salience history."""
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    graphs = [s for s in specs if any(t.get("name") in TYPES for t in s["data"])]
+    assert len(graphs) == 1, f"{len(graphs)} graph figures among {len(specs)} on the page"
+    return graphs[0]
 
 
 def metrics(at: AppTest) -> dict[str, str]:
