@@ -9,9 +9,10 @@ aligned with the column cache's rows.
 
 The default provider needs no network and no configuration: ``tokenlearn-static-model`` ships
 a Model2Vec-style static model (10k-token vocabulary, 64 dimensions, int8) inside its wheel and
-encodes with a Rust tokenizer (~120k short texts/s on one core), and a hashed bag of word stems
-adds the exact-term signal a 64-dimension static model lacks (a skill named "EKS" or "JWT" is
-found by that word). README, "Task-aware ranking", has the measurements behind the choice.
+encodes with a Rust tokenizer, and a hashed bag of word stems, each word weighted by its rarity
+in the model's own vocabulary, adds the exact-term signal a 64-dimension static model lacks (a
+skill named "EKS" or "JWT" is found by that word). README, "Task-aware ranking", has the
+measurements behind the choice.
 """
 
 from __future__ import annotations
@@ -94,16 +95,24 @@ _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("a an the to of in on for with and or is are be by from at it its this that into when then "
                   "than as was were has have had do does not no".split())
 LEXICAL_DIM = 128
-STEM = 5  # "upgrade", "upgrades", "upgrading" share a bucket
+STEM = 6  # "upgrade", "upgrades", "upgrading" share a bucket; "rotate" and "rotation" do not
+RARE = 14.0  # -log p of a word the model's vocabulary has no piece for: rare, so telling
+COMMON = 6.0  # words more frequent than this (-log p) count as much as the most frequent
+WORDS_KEPT = 200_000  # words whose bucket and weight are remembered between calls
 
 
 class StaticLexicalEmbedder:
     """The default provider: the packaged static model's 64 dimensions, next to 128 hashed
-    word-stem dimensions (each half unit length, the lexical half weighted 0.7: the sample
-    store's task list picks best that way, see tests/engine/test_ranking_tasks.py)."""
+    word-stem dimensions in which each word counts by how rare it is (each half unit length,
+    the lexical half weighted 0.85; README, "Task-aware ranking", has the measurements).
 
-    name = "static-lexical-v1"
-    lexical_weight = 0.7
+    A word's weight is its surprisal in the model's own tokenizer (the unigram log-probability
+    of the word as one piece, clipped to [COMMON, RARE], minus 5): "new" counts 5.6, "state" 6.5,
+    "upgrade" 8.5, "terraform" or "crashloopbackoff" (no single piece) 9. The table is the model's, so
+    the vectors do not depend on the store being ranked and stay stable as it grows."""
+
+    name = "static-lexical-v2"
+    lexical_weight = 0.85
 
     def __init__(self) -> None:
         import static_model  # the wheel carries the model files; importing reads nothing yet
@@ -111,21 +120,47 @@ class StaticLexicalEmbedder:
 
         self._encode = encode_batch
         self._model_dir = static_model._model_dir()
-        self._buckets: dict[str, int] = {}
+        self._words: dict[str, tuple[int, float]] = {}
+        self._surprisal: dict[str, float] | None = None
         self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        """Pickled as "a new one": a worker process gets its own encoder, lock and tables."""
+        return (type(self), ())
+
+    def _word_surprisal(self) -> dict[str, float]:
+        """-log p of each whole word the model's unigram tokenizer has as one piece."""
+        if self._surprisal is None:
+            with self._lock:
+                if self._surprisal is None:
+                    import os
+
+                    with open(os.path.join(self._model_dir, "tokenizer.json"), encoding="utf-8") as f:
+                        vocab = json.load(f)["model"]["vocab"]
+                    self._surprisal = {piece[1:]: -score for piece, score in vocab  # rarer ones are RARE
+                                       if piece.startswith("\u2581") and len(piece) > 1 and -score < RARE}
+        return self._surprisal
 
     def _lexical(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), LEXICAL_DIM), dtype=np.float32)
-        buckets = self._buckets
+        if len(self._words) > WORDS_KEPT:  # ids and numbers in a large import: keep memory bounded
+            self._words = {}
+        words = self._words
+        surprisal = None
         for i, text in enumerate(texts):
             row = out[i]
             for word in _WORD.findall(text.lower()):
-                b = buckets.get(word)
-                if b is None:
-                    b = -1 if word in _STOP else zlib.crc32(word[:STEM].encode()) % LEXICAL_DIM
-                    buckets[word] = b
-                if b >= 0:
-                    row[b] += 1.0
+                known = words.get(word)
+                if known is None:
+                    if word in _STOP:
+                        known = (-1, 0.0)
+                    else:
+                        surprisal = surprisal or self._word_surprisal()
+                        weight = min(max(surprisal.get(word, RARE), COMMON), RARE) - 5.0
+                        known = (zlib.crc32(word[:STEM].encode()) % LEXICAL_DIM, weight)
+                    words[word] = known
+                if known[0] >= 0:
+                    row[known[0]] += known[1]
         return _unit(out)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
