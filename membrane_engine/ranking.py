@@ -422,6 +422,13 @@ class VectorIndex:
 _GAP = 256  # places between two wanted vectors up to which the ones between are multiplied too
 
 
+def _matvec(m: np.ndarray, v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``m @ v`` in numpy's own vectorized loop, on this thread: BLAS's matrix-vector product
+    hands a few thousand rows to threads that spin while they wait, and on a busy machine that
+    cost 10x the CPU time (a 19k x 192 product: 7 ms of CPU through BLAS, 0.7 ms here)."""
+    return np.einsum("ij,j->i", m, v, out=out)
+
+
 def _dot_at(matrix: np.ndarray, at: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``matrix[at] @ query``, multiplying runs of the matrix where they lie: the wanted places
     are put in order, cut where two lie more than _GAP apart, and each stretch between is one
@@ -447,9 +454,9 @@ def _dot_at(matrix: np.ndarray, at: np.ndarray, query: np.ndarray) -> np.ndarray
     for a, b in zip(starts, ends):
         lo, hi = int(ordered[a]), int(ordered[b - 1]) + 1
         if hi - lo == b - a:
-            np.matmul(matrix[lo:hi], query, out=values[a:b])
+            _matvec(matrix[lo:hi], query, values[a:b])
         else:
-            values[a:b] = (matrix[lo:hi] @ query)[ordered[a:b] - lo]
+            values[a:b] = _matvec(matrix[lo:hi], query)[ordered[a:b] - lo]
     out[:] = values[back]
     return out
 

@@ -258,3 +258,31 @@ def test_entity_terms_read_in_one_scan_match_those_read_by_id(mem: Membrane) -> 
     # a term of several words is found as a run of the task's words, and only as one
     assert sorted(str(snap.ids[r]) for r in by_scan.matching(snap, "Scale K8s-11, then c5")) == ["r11", "r5"]
     assert by_scan.matching(snap, "k8s then 11") == []
+
+
+def test_cosines_of_rows_in_runs_and_scattered_equal_a_plain_product() -> None:
+    from membrane_engine.ranking import _dot_at
+
+    rng = np.random.default_rng(5)
+    matrix = rng.standard_normal((6000, 9)).astype(np.float32)
+    query = rng.standard_normal(9).astype(np.float32)
+    runs = np.concatenate([np.arange(100, 900), np.arange(2000, 2003), np.arange(4000, 5999, 3)])
+    for at in (runs, rng.permutation(runs), rng.integers(0, 6000, 50), rng.integers(0, 6000, 4000), runs[:0]):
+        np.testing.assert_allclose(_dot_at(matrix, at, query), matrix[at] @ query, rtol=1e-5, atol=1e-5)
+
+
+def test_the_hybrid_order_of_the_head_equals_the_full_sort() -> None:
+    from membrane_engine.retrieval import _hybrid, _hybrid_scores
+
+    rng = np.random.default_rng(9)
+    for trial in range(60):
+        n = int(rng.integers(1, 50_000))
+        cos = rng.choice(rng.standard_normal(max(2, n // int(rng.integers(1, 40)))), n).astype(np.float32)  # ties
+        sal = np.ones(n) if trial % 4 == 0 else rng.random(n)
+        room = int(rng.integers(1, 30))
+        at, scores = _hybrid_scores(cos, sal, room)
+        full = _hybrid(cos, sal, np.arange(n), n)
+        head = np.lexsort((at, -scores))[:room]
+        want = np.lexsort((np.arange(n), -full))[:room]
+        assert at[head].tolist() == want.tolist()
+        np.testing.assert_array_equal(scores[head], full[want])
