@@ -49,8 +49,9 @@ m = state.membrane()
 now = m.now()
 
 st.title("Salience decay")
-st.caption("S(t) as the engine computes it from each record's anchor (SPEC 2): pick stored records and/or "
-           "describe hypothetical profiles, then read when each one fades below a threshold.")
+st.caption("S(t) as the engine computes it (SPEC 2): stored records as they really were, from the anchors of "
+           "their audit trails; hypothetical profiles from the window start. Read when each one fades below a "
+           "threshold.")
 clearance_caption(operator)
 
 # ----------------------------------------------------------------------------- what to plot

@@ -328,3 +328,31 @@ def test_a_version_beyond_the_clearance_shows_no_content(store):
     assert "history of a record you see redacted is withheld" in "".join(i.value for i in at.info)
     assert not [d for d in at.dataframe if "who" in d.value.columns]
     assert not [e for e in at.get("plotly_chart") if "hist_curve" in e.proto.id]
+
+
+def test_a_restore_that_widens_access_needs_its_own_confirmation(store):
+    # OTHER is medium in scope team now; its first version was low and unscoped, which the
+    # project agent (medium, project-alpha) would see in full: a widening, confirmed apart.
+    at = detail(OTHER, CURATOR)
+    at.selectbox(key="rx_detail_hist_version").set_value(0)
+    run(at)
+    at.text_input(key="rx_detail_hist_why").set_value("back to how it was")
+    run(at)
+    at.checkbox(key="rx_detail_hist_confirm").check()
+    run(at)
+    assert any("widens access" in w.value for w in at.warning)
+    assert at.button(key="rx_detail_hist_restore").disabled  # the widening is not confirmed yet
+    m = Membrane.open(store, load_sample=False)
+    trail = len(m.audit_rows(OTHER))
+    m.close()
+    at.checkbox(key="rx_detail_hist_widen").check()
+    run(at)
+    at.button(key="rx_detail_hist_restore").click()
+    run(at)
+    m = Membrane.open(store, load_sample=False)
+    try:
+        record = m.get(OTHER)
+        assert (record.sensitivity.value, record.scope, record.tags) == ("low", "", ["a"])
+        assert len(m.audit_rows(OTHER)) == trail + 1 and m.verify_audit() == []
+    finally:
+        m.close()

@@ -36,7 +36,7 @@ def test_schema_created_on_first_open_with_a_version_row(store_url):
         assert {"records", "audit_entries", "archive", "changes", "meta"} <= tables
         with m.store.engine.connect() as conn:
             rows = conn.execute(text("SELECT key, value FROM meta")).all()
-        assert sorted(r[0] for r in rows) == ["schema_version", "store_id"]
+        assert sorted(r[0] for r in rows) == ["column_snapshot_key", "schema_version", "store_id"]
         assert dict(rows)["schema_version"] == str(SCHEMA_VERSION)
         assert m.count() == 0
     finally:
@@ -52,7 +52,7 @@ def test_reopening_an_existing_store(store_url):
         assert again.ids() == sorted(d["id"] for d in DOCS)
         assert again.salience_at("e1", later(DAY)) == pytest.approx(0.45)
         with again.store.engine.connect() as conn:
-            assert conn.execute(text("SELECT count(*) FROM meta")).scalar() == 2  # version, store id
+            assert conn.execute(text("SELECT count(*) FROM meta")).scalar() == 3  # version, store id, snapshot key
         again.import_records([rec("late")])
         assert again.count() == len(DOCS) + 1
     finally:
