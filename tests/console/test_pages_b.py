@@ -533,7 +533,7 @@ def test_hostile_record_strings_stay_inert_on_every_page(store):
 
     at = page("decay")
     check(pick(at, "decay", HOSTILE_ID))
-    assert any(n.startswith("evil-**b") for n in trace_names(at))  # escaped, truncated id in the legend
+    assert any("&lt;b&gt;skill&lt;/b&gt; **loud**" in n for n in trace_names(at)), trace_names(at)  # named by its label, escaped
 
     at = page("audit")
     check(at.text_input(key="audit_record").set_value(HOSTILE_ID).run())
