@@ -168,7 +168,10 @@ def differing_reasons(record_id: str) -> tuple[str, str]:
     return "; ".join(only_a), "; ".join(only_b)
 
 
-names = record_labels(m, [c.id for c in shown], clearance)  # what each says, as your clearance may read it
+# What each says, only where a context sees it in full and your clearance may read it: a record
+# neither context sees in full is named as redacted (its label is payload).
+names = record_labels(m, [c.id for c in shown if "full" in (c.before, c.after)], clearance)
+names.update({c.id: f"redacted {c.type} record" for c in shown if c.id not in names})
 rows = []
 for c in shown:
     why_a, why_b = differing_reasons(c.id)
