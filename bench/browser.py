@@ -237,7 +237,8 @@ def report_start(tool: str, db: str) -> dict[str, Any]:
 
 
 @contextmanager
-def console_and_chromium(db: str, name: str, launcher: str = "streamlit") -> Iterator[tuple[ConsoleServer, Any]]:
+def console_and_chromium(db: str, name: str, launcher: str = "streamlit",
+                         env: dict[str, str] | None = None) -> Iterator[tuple[ConsoleServer, Any]]:
     """A console server on ``db`` (not started yet) and a function launching headless Chromium;
     afterwards every browser launched is closed and the server stopped, and on an error the
     server's log is printed."""
@@ -246,7 +247,7 @@ def console_and_chromium(db: str, name: str, launcher: str = "streamlit") -> Ite
     if not CHROMIUM.exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
     with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
-        server = ConsoleServer(name, db, Path(tmp), launcher=launcher)
+        server = ConsoleServer(name, db, Path(tmp), launcher=launcher, env=env)
         pw = sync_playwright().start()
         browsers: list[Any] = []
 

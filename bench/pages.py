@@ -100,11 +100,12 @@ def navigate(con: Console, page: str, timeout: float, meter: CpuMeter) -> dict[s
 
 
 def run(db: str, visits: int, out: Path, timeout: float, screenshots: bool = True,
-        launcher: str = "cli") -> dict[str, Any]:
+        launcher: str = "cli", home: Path | None = None) -> dict[str, Any]:
     pages = console_pages()
     report = report_start("bench.pages", db)
     report.update({"pages": pages, "visits": {}, "launcher": launcher})
-    with console_and_chromium(db, "bench-pages", launcher=launcher) as (server, launch):
+    env = {"MEMBRANE_HOME": str(home)} if home is not None else None
+    with console_and_chromium(db, "bench-pages", launcher=launcher, env=env) as (server, launch):
         began = time.perf_counter()
         server.start(timeout=timeout)
         report["server_start_s"] = round(time.perf_counter() - began, 3)
@@ -167,9 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-screenshot", action="store_true")
     parser.add_argument("--launcher", choices=("cli", "streamlit"), default="cli",
                         help="membrane-console (prewarms in a thread, as operators start it) or a bare streamlit run")
+    parser.add_argument("--membrane-home", type=Path, default=None,
+                        help="MEMBRANE_HOME of the console (where a server store's column snapshot is kept; "
+                             "default a new temporary one, so a PostgreSQL store starts without one)")
     args = parser.parse_args(argv)
     report = run(args.db, args.visits, args.out, args.timeout, screenshots=not args.no_screenshot,
-                 launcher=args.launcher)
+                 launcher=args.launcher, home=args.membrane_home)
     print_report(report)
     write_report(report, args.out, "pages-latest.json")
     return 1 if report["problems"] else 0
