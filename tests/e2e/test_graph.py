@@ -65,7 +65,7 @@ def test_record_explorer_neighbourhood(sample_server, new_console, sample_membra
     con.open("records", {"id": superseding.id})
     con.act(lambda: con.page.locator("[data-testid=stExpander] summary", has_text="Neighbourhood graph").click(),
             settle=1.0)
-    con.page.locator(".js-plotly-plot").first.wait_for(timeout=20000)
+    con.page.locator(".js-plotly-plot:visible").first.wait_for(timeout=20000)  # the history tab holds a hidden chart
     con.assert_healthy()
     assert "supersedes" in con.dom_text()
     con.screenshot("graph-neighbourhood")
