@@ -20,7 +20,7 @@ from membrane_engine import Membrane
 
 from .conftest import SAMPLE, _serve, build_store
 from .harness import OPERATORS, PASSWORD, Console, ConsoleServer, free_port
-from .kit import fill_text
+from .kit import fill_text, open_dropdown
 from .test_curate import reinforceable
 
 pytestmark = pytest.mark.e2e
@@ -152,6 +152,12 @@ def test_a_curator_cannot_delete_and_an_admin_can(server, new_console):
             assert "delete needs the admin role" in con.text()
             assert con.page.get_by_role("button", name=re.compile("Apply")).count() == 0
         else:
+            # A new operation forgets the records chosen before it: choose the record again.
+            fill_text(con, "Find records by id or tag", rid)
+            records = con.widget("stMultiSelect", "Records")
+            open_dropdown(con, records)
+            con.act(lambda: con.page.locator("[role=listbox] [role=option]").first.click())
+            con.page.keyboard.press("Escape")
             con.act(lambda: con.page.get_by_text("I confirm").click())
             con.act(lambda: con.page.get_by_role("button", name="Apply: delete (archive)").click())
             assert "Delete (archive) done" in con.text()
