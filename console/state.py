@@ -70,6 +70,11 @@ _SHARED_TRUST = "shared_trust_query"
 _LAST = "page_query_"
 
 
+def trust_widgets(key: str) -> tuple[str, ...]:
+    """The widget keys of the trust context form ``key`` (for page_query's ``widgets``)."""
+    return tuple(f"{key}_{field}" for field in (*TRUST_FIELDS, "preset"))
+
+
 def shared_trust_query(prefix: str = "") -> dict[str, str]:
     """The session's trust context as URL parameters under ``prefix`` (empty before any page set one)."""
     return {prefix + k: v for k, v in (st.session_state.get(_SHARED_TRUST) or {}).items()}
@@ -86,18 +91,33 @@ _ARRIVED_AT = "page_arrived_at_"
 _HELD = "page_held_"
 _BARE_STATE = "page_bare_state_"
 _RUNNING = "page_running"
+_WIDGETS = "page_widgets_"
+_LEFT = "page_left_"
 
 
-def page_query(page: str, trust_prefix: str | None = "") -> dict[str, str] | None:
+def _widget_values(page: str) -> dict:
+    prefixes = st.session_state.get(_WIDGETS + page) or ()
+    return {k: st.session_state[k] for k in list(st.session_state.keys()) if k.startswith(prefixes)}
+
+
+def page_query(page: str, trust_prefix: str | None = "", widgets: tuple[str, ...] = ()) -> dict[str, str] | None:
     """What ``page`` should fill its widgets from on this run, or None when they already hold
     its state. A URL with parameters (a link, a reload, Back / Forward) gives them; a bare
     address (the navigation) gives the page as it was last left. Either way, when the URL names
     no trust context the session's shared one is used (under ``trust_prefix``; None: the page
-    has none)."""
+    has none).
+
+    ``widgets`` are the key prefixes of the page's widgets. A run in which one of them changed
+    is the operator's: the widgets win over the URL, which may still be the one from before the
+    previous change (the browser applies a rewritten address after it has sent the next rerun),
+    and Back / Forward, which change the URL, change no widget."""
     url = st.query_params.to_dict()
     arrived = st.session_state.get(_RUNNING) != page  # from another page (its widgets are gone)
     st.session_state[_RUNNING] = page
+    st.session_state[_WIDGETS + page] = tuple(widgets)
     last = st.session_state.get(_LAST + page)
+    if not arrived and widgets and _widget_values(page) != st.session_state.get(_LEFT + page):
+        return None
     if not arrived and ((last is not None and url == last) or url == st.session_state.get(_ARRIVED_AT + page)):
         return None
     # The address the page was restored from stays as it is until the operator changes
@@ -123,6 +143,7 @@ def keep_page_query(page: str, query: dict[str, str], trust_prefix: str | None =
     to (each change a new browser history entry), and share its trust context (under
     ``trust_prefix``) with the other pages."""
     st.session_state[_LAST + page] = dict(query)
+    st.session_state[_LEFT + page] = _widget_values(page)
     if trust_prefix is not None:
         share_trust(query, trust_prefix)
     held = st.session_state.get(_HELD + page)

@@ -51,7 +51,8 @@ def _bounded(value: str | None, low: int, high: int, default: int) -> int:
 
 # The request lives in the URL (a link, a reload, Back / Forward restore it); the trust context is
 # the session's shared one when the URL names none (console/state.py).
-seed = state.page_query("graph")
+URL_WIDGETS = (*state.trust_widgets(K), *(f"{K}_{w}" for w in ("task", "types", "hops", "roots", "nodes", "edges", "as_of")))
+seed = state.page_query("graph", widgets=URL_WIDGETS)
 if seed is None and f"{K}_roots" not in st.session_state:  # widgets gone with a page change
     seed = st.query_params.to_dict()
 if seed is not None:

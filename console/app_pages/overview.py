@@ -80,7 +80,7 @@ st.title("Overview")
 top = st.columns([3, 2])
 top[0].caption("The memory store at a glance. Every number is computed by the engine at the chosen instant.")
 # The instant lives in the URL (?as_of=...), so a link, a reload and Back / Forward restore it.
-seed = state.page_query("overview", trust_prefix=None)
+seed = state.page_query("overview", trust_prefix=None, widgets=("overview_as_of",))
 if seed is not None:
     try:
         moment = parse_time(seed["as_of"]) if seed.get("as_of") else None

@@ -38,7 +38,8 @@ clearance_caption(operator)
 
 # The request lives in the URL (a link, a reload, Back / Forward restore it); the trust context is
 # the session's shared one when the URL names none (console/state.py).
-seed = state.page_query("selector")
+URL_WIDGETS = (*state.trust_widgets("sel"), "sel_task", "sel_as_of", "sel_min_salience", "sel_threshold")
+seed = state.page_query("selector", widgets=URL_WIDGETS)
 if seed is None and "sel_max_sensitivity" not in st.session_state:  # widgets gone with a page change
     seed = st.query_params.to_dict()
 if seed is not None:

@@ -47,7 +47,8 @@ clearance_caption(operator)
 
 # The URL holds the simulation (a link, a reload, Back / Forward restore it); the trust context is
 # the session's shared one when the URL names none (console/state.py).
-seed = state.page_query("simulator")
+URL_WIDGETS = (*state.trust_widgets(K), *(f"{K}_{w}" for w in ("task", "types", "min_salience", "limit", "as_of")))
+seed = state.page_query("simulator", widgets=URL_WIDGETS)
 if seed is None and f"{K}_limit" not in st.session_state:  # widgets gone with a page change
     seed = st.query_params.to_dict()
 if seed is not None:

@@ -65,7 +65,8 @@ def copy_a_to_b(change: bool) -> None:
 scopes = scopes_seen(m, clearance)
 # Both contexts live in the URL (a_* and b_* parameters), so a comparison can be shared and Back /
 # Forward restore it; context A is the session's shared trust context when the URL names none.
-seed = state.page_query("what_if", trust_prefix="a_")
+seed = state.page_query("what_if", trust_prefix="a_",
+                        widgets=(*state.trust_widgets("wa"), *state.trust_widgets("wb"), "wi_types"))
 if seed is None and "wa_max_sensitivity" not in st.session_state:  # widgets gone with a page change
     seed = st.query_params.to_dict()
 url_problems: list[str] = []
