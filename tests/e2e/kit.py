@@ -152,14 +152,18 @@ def set_select_slider(con: Console, index: int, option: str, options: list[str])
 
 
 def open_dropdown(con: Console, widget) -> None:
-    """Open a selectbox's or multiselect's option list (clicking its input until it shows)."""
+    """Open a selectbox's or multiselect's option list (clicking its input until it shows).
+
+    Never presses Escape to start over: inside a dialog it closes the dialog."""
+    options = con.page.locator("[role=listbox] [role=option]").first
     for _ in range(3):
-        widget.locator("input").first.click()
+        if not options.is_visible():
+            widget.locator("input").first.click()
         try:
-            con.page.locator("[role=listbox] [role=option]").first.wait_for(state="visible", timeout=5000)
+            options.wait_for(state="visible", timeout=5000)
             return
         except Exception:
-            con.page.keyboard.press("Escape")
+            pass
     raise AssertionError("the option list does not open")
 
 
