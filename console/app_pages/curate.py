@@ -16,7 +16,7 @@ from console.components.clearance import clearance_caption, signed_in
 from console.components.guard import sentence
 from console.components.words import plural
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
-from console.components.plan_view import outcome_line, render_plan, status_of
+from console.components.plan_view import outcome_line, plan_names, render_plan, status_of
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
 from membrane_engine import Sensitivity
@@ -261,10 +261,14 @@ for name, exc in failed:
     if problems:
         st.dataframe(problem_frame(problems), hide_index=True)
 ok = [(name, plan) for name, plan, exc in previews if exc is None]
+# Named as the preview saw them: after a delete, a record is no longer there to name itself.
+named: dict[str, str] = {}
 for k, (name, plan) in enumerate(ok):
     if len(ok) > 1:
         st.text(f"{label}: {clean(name, 160)}")
-    render_plan(plan, key=f"curate_preview_{k}")
+    names = plan_names(m, plan, clearance)
+    named.update(names)
+    render_plan(plan, key=f"curate_preview_{k}", names=names)
 
 if failed:
     st.warning("Fix or deselect the records the engine refuses; nothing is applied while any preview fails.")
@@ -291,7 +295,7 @@ if st.button(f"Apply: {label.lower()}", type="primary", key="curate_apply", disa
     for name, args, kw in calls(writer.actor) if access_ok else []:
         try:
             plan = getattr(m, op)(*args, **kw)
-            results.append((True, f"{label} done: {outcome_line(plan)}", []))
+            results.append((True, f"{label} done: {outcome_line(plan, named)}", []))
         except Exception as exc:  # report the engine's message, never a traceback
             message, problems = describe(exc)
             results.append((False, f"{label} refused for {name}: {message}", problems))

@@ -15,6 +15,7 @@ from console import auth, state
 from console.components import policy_source
 from console.components.safe import clean, md
 from console.components.words import plural
+from membrane_engine.labels import labels
 from membrane_engine.policies import Evaluator, Offender, check, coverage
 from membrane_engine.policy_snapshots import lines
 from membrane_engine.trust import Verdict, decide
@@ -129,8 +130,9 @@ for o in failed:
     st.error(f"Fails: {md(o.title, 300)}: {md(o.message, 500)}", icon=":material/cancel:")
     visible = [r for r in o.shown if _shown_to_operator(r)]
     if visible:
+        named = labels(m, [r.id for r in visible], clearance)  # as the operator's clearance sees each now
         st.dataframe(pd.DataFrame([{
-            "id": clean(r.id, 120), "type": r.type, "sensitivity": r.sensitivity,
+            "record": clean(named.get(r.id, "(no longer in the store)"), 120), "id": clean(r.id, 120), "type": r.type, "sensitivity": r.sensitivity,
             "scope": clean(r.scope or "(unscoped)", 120),
             "tags": clean(", ".join(r.tags), 300) if r.tags is not None else "",  # None: the profile sees nothing
             "verdict": r.verdict, "reasons (explain)": clean("; ".join(r.reasons), 600)} for r in visible]),

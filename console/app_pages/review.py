@@ -19,7 +19,7 @@ import streamlit as st
 from console import auth, state
 from console.components.bulk_view import bulk_panel, show_results
 from console.components.clearance import clearance_caption, signed_in
-from console.components.plan_view import outcome_line, render_plan
+from console.components.plan_view import outcome_line, plan_names, render_plan
 from console.components.safe import clean, md
 from console.components.words import plural
 from membrane_engine.errors import MembraneError, NotFoundError
@@ -184,7 +184,8 @@ if resolvable:
             except MembraneError as exc:
                 st.error(f"The engine refuses: {md(str(exc), 1500)}")
             else:
-                render_plan(plan, key=f"{K}_plan")
+                named = plan_names(m, plan, clearance)
+                render_plan(plan, key=f"{K}_plan", names=named)
                 confirmed = True
                 # Keyed by the record and the resolution: a confirmation (or a click) given for one
                 # record never applies to another that took its place in the list.
@@ -197,7 +198,7 @@ if resolvable:
                     try:
                         done = getattr(m, action)(*call_args(writer.actor))
                         st.session_state[f"{K}_outcome"] = (True, f"{label} done for “{names[target]}”: "
-                                                                  f"{outcome_line(done)}")
+                                                                  f"{outcome_line(done, named)}")
                     except MembraneError as exc:
                         st.session_state[f"{K}_outcome"] = (False, f"{label} refused: {exc}")
                     st.session_state[f"{K}_reset"] = True

@@ -10,13 +10,30 @@ import pandas as pd
 import streamlit as st
 
 from membrane_engine import MemoryRecord
+from membrane_engine.labels import label, labels
+from membrane_engine.trust import TrustContext
 
-from .safe import clean
+from .safe import clean, md
 
 KIND_LABELS = {
     "update": "changed", "create": "created", "audit": "audit entry only", "archive": "moved to the archive",
     "restore": "restored from the archive",
 }
+
+
+def plan_names(membrane: Any, plan: Any, clearance: TrustContext) -> dict[str, str]:
+    """What each record the plan touches says, as ``clearance`` sees it now; a record the plan
+    creates is named by the content the operator wrote for it."""
+    ids = list(dict.fromkeys([c.record_id for c in plan.changes] + [e.record_id for e in plan.audit]))
+    names = labels(membrane, ids, clearance)
+    for c in plan.changes:
+        if c.kind == "create" and c.record_id not in names:
+            names[c.record_id] = label(c.after)
+    return names
+
+
+def _name(names: dict[str, str] | None, record_id: str) -> str:
+    return (names or {}).get(record_id) or record_id
 
 
 def status_of(record: MemoryRecord | None) -> str:
@@ -52,31 +69,32 @@ def change_table(change: Any) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def entries_frame(plan: Any) -> pd.DataFrame:
+def entries_frame(plan: Any, names: dict[str, str] | None = None) -> pd.DataFrame:
     return pd.DataFrame([{
-        "record_id": clean(e.record_id, 200), "action": e.action.value, "actor": clean(e.actor, 200),
+        "record": clean(_name(names, e.record_id), 120), "record_id": clean(e.record_id, 200), "action": e.action.value, "actor": clean(e.actor, 200),
         "rationale": clean(e.rationale, 2000),
         "details": clean(json.dumps(e.details, ensure_ascii=False, default=str), 2000) if e.details else "",
-    } for e in plan.audit], columns=["record_id", "action", "actor", "rationale", "details"])
+    } for e in plan.audit], columns=["record", "record_id", "action", "actor", "rationale", "details"])
 
 
-def render_plan(plan: Any, key: str, show_records: bool = True) -> None:
-    """One plan: a before/after table per touched record, then the audit entries."""
+def render_plan(plan: Any, key: str, names: dict[str, str] | None = None, show_records: bool = True) -> None:
+    """One plan: a before/after table per touched record (named by ``names``, from plan_names),
+    then the audit entries."""
     for k, change in enumerate(plan.changes):
         with st.container(border=True):
-            st.text(f"{KIND_LABELS.get(change.kind, change.kind)}: {clean(change.record_id, 160)} "
-                    f"({change.after.type.value})")
+            st.markdown(f"**{md(_name(names, change.record_id), 160)}** · {KIND_LABELS.get(change.kind, change.kind)} "
+                        f"({change.after.type.value})", help=f"id {clean(change.record_id, 160)}")
             st.dataframe(change_table(change), hide_index=True, key=f"{key}_change_{k}",
                          column_config={"changed": st.column_config.TextColumn("", width="small")})
             if show_records and change.kind in ("create", "restore"):
                 with st.expander("The record as it will be stored"):
                     st.json(change.after.to_json_dict(), expanded=False)
     st.text(f"Audit entries to be written ({len(plan.audit)}):")
-    st.dataframe(entries_frame(plan), hide_index=True, key=f"{key}_audit",
+    st.dataframe(entries_frame(plan, names), hide_index=True, key=f"{key}_audit",
                  column_config={"rationale": st.column_config.TextColumn(width="large")})
 
 
-def outcome_line(plan: Any) -> str:
+def outcome_line(plan: Any, names: dict[str, str] | None = None) -> str:
     """A one-line plain-text summary of what an applied plan did (new salience and status)."""
     parts = []
     for c in plan.changes:
@@ -90,5 +108,5 @@ def outcome_line(plan: Any) -> str:
             bits.append(f"status {status}")
         if c.after.lifecycle.pinned:
             bits.append("pinned")
-        parts.append(f"{clean(c.record_id, 80)} {KIND_LABELS.get(c.kind, c.kind)} ({', '.join(bits)})")
+        parts.append(f"“{clean(_name(names, c.record_id), 80)}” {KIND_LABELS.get(c.kind, c.kind)} ({', '.join(bits)})")
     return "; ".join(parts) or "audit entries written"

@@ -12,6 +12,7 @@ from membrane_engine import MemoryRecord
 from membrane_engine.labels import label
 from membrane_engine.retrieval import Explanation
 
+from .payload import as_text
 from .safe import clean, md
 
 VERDICT_COLORS = {"full": "green", "redacted": "orange", "hidden": "gray"}
@@ -28,7 +29,7 @@ def summary(record: MemoryRecord) -> str:
         return ""
     kind = p.kind
     if kind == "semantic":
-        return f"{p.subject} {p.predicate} {p.object!r}" if not isinstance(p.object, str) else f"{p.subject} {p.predicate} {p.object}"
+        return f"{p.subject} {p.predicate} {as_text(p.object)}"
     if kind == "working":
         return f"[{p.state.value}] {p.context_summary}"
     if kind == "episodic":

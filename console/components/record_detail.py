@@ -259,7 +259,7 @@ def _restore(m, operator, record: MemoryRecord, past: MemoryRecord, when: dateti
     from console import auth
 
     from .exposure_view import preview_profiles, show_exposures, widening_confirmed
-    from .plan_view import outcome_line, render_plan
+    from .plan_view import outcome_line, plan_names, render_plan
 
     done = st.session_state.pop(f"{key}_hist_done", None)
     if done:
@@ -283,7 +283,8 @@ def _restore(m, operator, record: MemoryRecord, past: MemoryRecord, when: dateti
 
         st.error(describe(exc, "The restore cannot be previewed"))
         return
-    render_plan(plan, key=f"{key}_hist_plan")
+    named = plan_names(m, plan, operator.clearance)
+    render_plan(plan, key=f"{key}_hist_plan", names=named)
     profiles, origin = preview_profiles(m)
     exposures = plan_exposures([plan], profiles)
     if exposures.counts and any(exposures.counts.values()):
@@ -304,7 +305,7 @@ def _restore(m, operator, record: MemoryRecord, past: MemoryRecord, when: dateti
 
             st.error(describe(exc, "The restore was refused"))
             return
-        st.session_state[f"{key}_hist_done"] = f"Restored the version of {format_time(when)}: {outcome_line(applied)}"
+        st.session_state[f"{key}_hist_done"] = f"Restored the version of {format_time(when)}: {outcome_line(applied, named)}"
         for name in (f"{key}_hist_why", f"{key}_hist_confirm"):
             st.session_state.pop(name, None)
         st.rerun()

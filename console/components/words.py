@@ -4,24 +4,23 @@ from __future__ import annotations
 
 from membrane_engine.schema import AuditAction
 
-from .chart_safety import PALETTE
 
-# One colour per audit action and per curation operation, the same on every chart and table
+# One colour per audit action (no two closer than 70 apart in RGB, so each reads at a glance) and per curation operation, the same on every chart and table
 # (the audit timeline, the decay page's markers, history, review). A retract is written as a
 # `delete` entry whose record stays in the store; it has its own colour so it reads as what it is.
 ACTION_COLORS: dict[str, str] = {
-    "create": PALETTE[2],      # green
-    "reinforce": PALETTE[0],   # blue
-    "revise": PALETTE[3],      # purple
-    "fork": PALETTE[5],        # cyan
-    "merge": PALETTE[10],      # violet
-    "decay": PALETTE[4],       # orange: a penalty
-    "retract": PALETTE[7],     # pink
-    "delete": PALETTE[1],      # red
-    "restore": PALETTE[11],    # teal
-    "pin": PALETTE[6],         # amber
-    "unpin": PALETTE[8],       # grey
-    "restore version": PALETTE[9],  # olive: a record brought back to an earlier version
+    "create": "#16a34a",           # green
+    "reinforce": "#2563eb",        # blue
+    "revise": "#9333ea",           # purple
+    "fork": "#06b6d4",             # cyan
+    "merge": "#78350f",            # brown
+    "decay": "#f97316",            # orange: a penalty
+    "retract": "#db2777",          # pink
+    "delete": "#b91c1c",           # dark red
+    "restore": "#115e59",          # dark teal
+    "pin": "#facc15",              # yellow
+    "unpin": "#6b7280",            # grey
+    "restore version": "#84cc16",  # lime: a record brought back to an earlier version
 }
 assert {a.value for a in AuditAction} <= set(ACTION_COLORS)
 

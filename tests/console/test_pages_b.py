@@ -16,6 +16,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from membrane_engine.labels import label
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.labels import labels
 from membrane_engine.lookups import filter_ids
@@ -181,7 +182,6 @@ def test_selector_shows_engine_signals_and_needs_more_follows_the_threshold(stor
     assert list(frame["id"]) == [s.record_id for s in selection.signals]
     assert {"applicability", "success", "recency", "score"} <= set(trace_names(at))
     # Candidates are named by what they say (skill name, plan intent), the id beside, never on the axis.
-    from membrane_engine.labels import label
 
     seen = {r.id: label(r) for r in selection.selected}  # as the context gets them: redacted ones unnamed
     assert list(frame["record"]) == [seen[s.record_id] for s in selection.signals]
@@ -351,7 +351,6 @@ def test_curate_resets_its_selection_after_apply_and_when_the_operation_changes(
     assert at.multiselect(key="curate_ids").value == [rid]
     # The picker names the record by what it says and its type; the id is in the help.
     m = fresh(store)
-    from membrane_engine.labels import label
 
     assert at.multiselect(key="curate_ids").format_func(rid) == f"{label(m.get(rid), 70)} · {m.get(rid).type.value}"
     assert rid in unescaped(at.multiselect(key="curate_ids").help)
@@ -363,9 +362,16 @@ def test_curate_resets_its_selection_after_apply_and_when_the_operation_changes(
     # Chosen again and applied: the selection, rationale and confirmation are cleared.
     pick(at, "curate", rid)
     ok(at.text_area(key="curate_rationale").set_value("wrong").run())
+    name = label(m.get(rid))
+    # The preview names the record by what it says (the id in its help) in the heading and the
+    # audit entries to be written.
+    heading = next(e for e in at.markdown if name in unescaped(e.value))
+    assert rid in unescaped(heading.help)
+    assert name in set(next(d.value for d in at.dataframe if "action" in d.value.columns)["record"])
     ok(at.checkbox(key="curate_confirm").check().run())
     ok(at.button(key="curate_apply").click().run())
     assert "Retract done" in texts(at.success)
+    assert f"“{name}” changed" in unescaped(texts(at.success))
     assert at.multiselect(key="curate_ids").value == []
     assert at.text_area(key="curate_rationale").value == ""
     assert not [b for b in at.button if b.key == "curate_apply"]  # nothing chosen: no preview, no Apply
@@ -389,6 +395,7 @@ def test_curate_fork_uses_the_prefilled_json_with_a_fresh_id(store):
     ok(at.button(key="curate_apply").click().run())
     m = fresh(store)
     forked = m.get(doc["id"])
+    assert f"“{label(forked)}” created" in unescaped(texts(at.success))  # named by what the operator wrote
     assert any(r.predicate == "derived_from" and r.target_id == rid for r in forked.relations)
     assert m.audit_log(rid)[-1].action.value == "fork"
 

@@ -14,3 +14,26 @@ def test_every_audit_action_has_one_colour_and_retract_its_own() -> None:
     assert {a.value for a in AuditAction} <= set(ACTION_COLORS)
     assert ACTION_COLORS["retract"] != ACTION_COLORS["delete"]
     assert len(set(ACTION_COLORS.values())) == len(ACTION_COLORS)
+
+
+def test_no_two_actions_share_a_shade() -> None:
+    """Colours an operator tells apart at a glance: every pair differs by a clear RGB distance."""
+    def rgb(colour: str) -> tuple[int, int, int]:
+        return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+
+    pairs = [(a, b) for a in ACTION_COLORS for b in ACTION_COLORS if a < b]
+    close = [(a, b) for a, b in pairs
+             if sum((x - y) ** 2 for x, y in zip(rgb(ACTION_COLORS[a]), rgb(ACTION_COLORS[b]))) ** 0.5 < 70]
+    assert close == []
+
+
+def test_a_semantic_summary_reads_an_object_as_words() -> None:
+    from console.components.record_card import summary
+    from membrane_engine import MemoryRecord
+
+    record = MemoryRecord.model_validate({
+        "id": "s1", "type": "semantic", "sensitivity": "low", "confidence": 0.9, "salience": 1.0,
+        "payload": {"kind": "semantic", "subject": "billing", "predicate": "runs_on",
+                    "object": {"engine": "postgres", "version": 16}},
+    })
+    assert summary(record) == "billing runs_on engine: postgres; version: 16"
