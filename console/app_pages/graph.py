@@ -10,7 +10,6 @@ wider context than one's clearance shows how many nodes were withheld, never the
 from __future__ import annotations
 
 import zlib
-from datetime import timezone
 
 import streamlit as st
 
@@ -18,9 +17,8 @@ from console import auth, state
 from console.components.graph_view import render_graph
 from console.components.guard import engine_call
 from console.components.time_input import as_of_input
-from console.components.safe import md
-from console.components.trust_form import LAYERS, RequestParams, fill, params_from_query, trust_context_form
-from console.state import TRUST_FIELDS
+from console.components.trust_form import (LAYERS, RequestParams, seed_request_form, show_ignored_parameters,
+                                           trust_context_form)
 from membrane_engine import RetrieveGraphRequest
 from membrane_engine.clearance import scopes_seen
 from membrane_engine.graph import DEFAULT_EDGE_LIMIT, DEFAULT_NODE_LIMIT, DEFAULT_ROOT_LIMIT, within
@@ -56,19 +54,12 @@ seed = state.page_query("graph", widgets=URL_WIDGETS)
 if seed is None and f"{K}_roots" not in st.session_state:  # widgets gone with a page change
     seed = st.query_params.to_dict()
 if seed is not None:
-    defaults, problems = params_from_query(seed)
-    st.session_state[f"{K}_url_problems"] = problems
-    fill(K, {k: v for k, v in defaults.items() if k in TRUST_FIELDS})
-    st.session_state[f"{K}_task"] = defaults.get("task", "")
-    st.session_state[f"{K}_types"] = list(defaults.get("memory_types", []))
+    seed_request_form(K, seed)
     st.session_state[f"{K}_hops"] = seed.get("hops") if seed.get("hops") in HOPS else "1"
     st.session_state[f"{K}_roots"] = _bounded(seed.get("roots"), 1, 100, DEFAULT_ROOT_LIMIT)
     st.session_state[f"{K}_nodes"] = _bounded(seed.get("nodes"), 1, 500, DEFAULT_NODE_LIMIT)
     st.session_state[f"{K}_edges"] = _bounded(seed.get("edges"), 1, 2000, DEFAULT_EDGE_LIMIT)
-    moment = defaults.get("as_of")
-    st.session_state[f"{K}_as_of"] = moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
-for problem in st.session_state.get(f"{K}_url_problems", []):
-    st.warning(f"Link parameter ignored: {md(problem, 300)}", icon=":material/warning:")
+show_ignored_parameters(K)
 
 controls, results = st.columns([2, 5], gap="large")
 with controls:

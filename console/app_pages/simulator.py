@@ -6,7 +6,7 @@ The simulation lives in the URL (parameters of RequestParams.to_query), so a lin
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -18,9 +18,9 @@ from console.components.charts import VERDICT_COLORS, style
 from console.components.record_card import explorer_href, record_card, show_explanation
 from console.components.safe import clean, md
 from console.components.time_input import as_of_input
-from console.components.trust_form import LAYERS, RequestParams, fill, params_from_query, trust_context_form
+from console.components.trust_form import (LAYERS, RequestParams, seed_request_form, show_ignored_parameters,
+                                           trust_context_form)
 from console.components.words import plural
-from console.state import TRUST_FIELDS
 from membrane_engine import RetrieveRequest, TrustContext
 from membrane_engine import clearance as gate
 from membrane_engine.errors import MembraneError, NotFoundError
@@ -52,19 +52,10 @@ seed = state.page_query("simulator", widgets=URL_WIDGETS)
 if seed is None and f"{K}_limit" not in st.session_state:  # widgets gone with a page change
     seed = st.query_params.to_dict()
 if seed is not None:
-    defaults, problems = params_from_query(seed)
-    st.session_state[f"{K}_url_problems"] = problems
-    fill(K, {k: v for k, v in defaults.items() if k in TRUST_FIELDS})
-    st.session_state[f"{K}_task"] = defaults.get("task", "")
-    st.session_state[f"{K}_types"] = list(defaults.get("memory_types", []))
+    defaults = seed_request_form(K, seed)
     st.session_state[f"{K}_min_salience"] = float(defaults.get("min_salience", 0.0))
     st.session_state[f"{K}_limit"] = int(defaults.get("limit", 20))
-    as_of_default = defaults.get("as_of")
-    st.session_state[f"{K}_as_of"] = (as_of_default.astimezone(timezone.utc).replace(tzinfo=None)
-                                      if as_of_default else None)
-
-for problem in st.session_state.get(f"{K}_url_problems", []):
-    st.warning(f"Link parameter ignored: {md(problem, 300)}", icon=":material/warning:")
+show_ignored_parameters(K)
 
 # ---------------------------------------------------------------------------- the form
 

@@ -7,8 +7,11 @@ from datetime import datetime, timezone
 
 import streamlit as st
 
+from console.state import TRUST_FIELDS
 from membrane_engine import Sensitivity, TrustContext
 from membrane_engine.schema import CANONICAL_LAYER_ORDER, parse_time
+
+from .safe import md
 
 SENSITIVITIES = [s.value for s in Sensitivity]
 LAYERS = [t.value for t in CANONICAL_LAYER_ORDER]
@@ -185,3 +188,22 @@ def trust_context_form(key: str, scopes_available: list[str], defaults: dict | N
     if not scopes:
         st.warning("No scopes selected: this context sees every scope.", icon=":material/warning:")
     return TrustContext(max_sensitivity=max_sensitivity, authenticated=authenticated, actor_id=actor_id, scopes=scopes)
+
+
+def seed_request_form(key: str, seed: dict[str, str]) -> dict:
+    """Fill the request widgets a retrieve-like page shares (trust context ``key``, task, memory
+    types, as of) from URL parameters, keep the parameters it ignored for
+    ``show_ignored_parameters``, and return the parsed values for the page's own widgets."""
+    defaults, problems = params_from_query(seed)
+    st.session_state[f"{key}_url_problems"] = problems
+    fill(key, {k: v for k, v in defaults.items() if k in TRUST_FIELDS})
+    st.session_state[f"{key}_task"] = defaults.get("task", "")
+    st.session_state[f"{key}_types"] = list(defaults.get("memory_types", []))
+    moment = defaults.get("as_of")
+    st.session_state[f"{key}_as_of"] = moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
+    return defaults
+
+
+def show_ignored_parameters(key: str) -> None:
+    for problem in st.session_state.get(f"{key}_url_problems", []):
+        st.warning(f"Link parameter ignored: {md(problem, 300)}", icon=":material/warning:")
