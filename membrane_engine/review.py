@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from .clearance import _archived_labels
 from .curation import AUTO_PRUNE_CODE
@@ -29,7 +29,7 @@ from .errors import ValidationError
 from .labels import label_of_doc, labels, redacted_label
 from .salience import PRUNE_THRESHOLD, salience_at, salience_rows, take
 from .schema import UTC, AuditAction, MemoryRecord, MemoryType, check_instant, to_epoch
-from .storage.store import audit_entries, records
+from .storage.store import CONTESTED, audit_entries, records
 from .trust import TrustContext, Verdict, as_trust, redact, verdict_as_read, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -107,16 +107,20 @@ def _record(doc: dict[str, Any]) -> MemoryRecord:
 
 
 def _contest_refs(conn, ids: list[str]) -> dict[str, list[tuple[str, datetime, str]]]:
-    """Per record, its contest entries, oldest first: (ref, time, rationale)."""
+    """Per record, its contest entries, oldest first: (ref, time, rationale). Looked up by
+    record (the log's (record_id, position) key): filtering on the action in SQL would lead a
+    planner to the action index and a scan of every revise entry for each chunk."""
     out: dict[str, list[tuple[str, datetime, str]]] = {}
     for start in range(0, len(ids), 900):
         chunk = ids[start:start + 900]
-        q = (select(audit_entries.c.record_id, audit_entries.c.details, audit_entries.c.ts, audit_entries.c.rationale)
-             .where(audit_entries.c.record_id.in_(chunk), audit_entries.c.action == AuditAction.REVISE.value)
-             .order_by(audit_entries.c.seq))
-        for rid, details, ts, rationale in conn.execute(q):
+        q = (select(audit_entries.c.record_id, audit_entries.c.action, audit_entries.c.details, audit_entries.c.ts,
+                    audit_entries.c.rationale)
+             .where(audit_entries.c.record_id.in_(chunk)).order_by(audit_entries.c.record_id, audit_entries.c.position))
+        for rid, action, details, ts, rationale in conn.execute(q):
+            if action != AuditAction.REVISE.value or not details or "contesting_ref" not in details:
+                continue
             try:
-                parsed = json.loads(details) if details else {}
+                parsed = json.loads(details)
             except ValueError:
                 continue
             if isinstance(parsed, dict) and "contesting_ref" in parsed:
@@ -127,23 +131,45 @@ def _contest_refs(conn, ids: list[str]) -> dict[str, list[tuple[str, datetime, s
 
 def _contested(m: "Membrane", clearance: TrustContext, limit: int
                ) -> tuple[list[ContestedItem], int, int]:
+    """The contested records are found, counted and gated on the partial index's labels, then
+    ordered (newest contest first) by their contest entries; only the ``limit`` listed are read
+    whole, and each is gated again on the labels read with its content."""
     with m.store.read() as conn:
-        rows = conn.execute(select(records.c.id, records.c.doc).where(records.c.status == "contested")
-                            .order_by(records.c.id)).all()
-        seen: list[tuple[str, dict[str, Any], Verdict]] = []
+        marked = conn.execute(select(records.c.id, records.c.sensitivity, records.c.scope)
+                              .where(text(CONTESTED))).all()
+        decided: dict[tuple[str, str], Verdict] = {}
+        seen: dict[str, Verdict] = {}
         withheld = 0
-        for rid, raw in rows:
-            doc = json.loads(raw)
-            verdict = verdict_as_read(doc.get("sensitivity"), str(doc.get("scope") or ""), clearance)
+        for rid, sensitivity, scope in marked:
+            key = (sensitivity, scope or "")
+            verdict = decided.get(key)
+            if verdict is None:
+                verdict = decided[key] = verdict_as_read(sensitivity, scope or "", clearance)
             if verdict is Verdict.HIDDEN:
                 withheld += 1
             else:
-                seen.append((rid, doc, verdict))
-        full_ids = [rid for rid, _, v in seen if v is Verdict.FULL]
-        entries = _contest_refs(conn, full_ids) if full_ids else {}
+                seen[rid] = verdict
+        entries = _contest_refs(conn, sorted(rid for rid, v in seen.items() if v is Verdict.FULL))
+
+        # Newest contest first; redacted records (no audit to read) after them, by id.
+        def order(rid: str) -> tuple:
+            last = entries.get(rid, [])
+            return (seen[rid] is not Verdict.FULL, -(last[-1][1].timestamp() if last else 0.0), rid)
+
+        page = sorted(seen, key=order)[:limit]
+        docs = {rid: json.loads(raw) for rid, raw in conn.execute(
+            select(records.c.id, records.c.doc).where(records.c.id.in_(page), text(CONTESTED)))} if page else {}
+    listed: list[tuple[str, dict[str, Any], Verdict]] = []
+    for rid in page:
+        doc = docs.get(rid)
+        if doc is None:  # no longer contested, or gone, since it was counted
+            continue
+        verdict = verdict_as_read(doc.get("sensitivity"), str(doc.get("scope") or ""), clearance)
+        if verdict is not Verdict.HIDDEN:  # relabelled in between: decided on what was read
+            listed.append((rid, doc, verdict if seen[rid] is Verdict.FULL else Verdict.REDACTED))
     # What contests each: its contested_by relations' targets and its contest entries' refs.
     refs: dict[str, dict[str, set[str]]] = {}
-    for rid, doc, verdict in seen:
+    for rid, doc, verdict in listed:
         if verdict is not Verdict.FULL:
             continue
         named: dict[str, set[str]] = {}
@@ -160,13 +186,7 @@ def _contested(m: "Membrane", clearance: TrustContext, limit: int
         in_store = m.store.existing_ids(conn, all_refs) if all_refs else set()
         archived = _archived_labels(conn, [r for r in all_refs if r not in live and r in in_store]) if all_refs else {}
     items: list[ContestedItem] = []
-    # Newest contest first; redacted records (no audit to read) after them, by id.
-    def order(entry: tuple[str, dict[str, Any], Verdict]) -> tuple:
-        rid, _, verdict = entry
-        last = entries.get(rid, [])
-        return (verdict is not Verdict.FULL, -(last[-1][1].timestamp() if last else 0.0), rid)
-
-    for rid, doc, verdict in sorted(seen, key=order)[:limit]:
+    for rid, doc, verdict in listed:
         record = _record(doc)
         if verdict is Verdict.REDACTED:
             items.append(ContestedItem(redact(record), redacted_label(record.type.value), (), 0, None, None))

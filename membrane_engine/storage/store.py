@@ -122,6 +122,12 @@ records = Table(
     Index("ix_records_scope", "scope"),
     Index("ix_records_created", "created_at"),
 )
+# The review queue's contested records, found and gated without reading the table (a few in a
+# million: a partial index, so it costs the other writes nothing). A query uses it only with
+# this very condition, as SQL text, not a bound parameter.
+CONTESTED = "status = 'contested'"
+contested_index = Index("ix_records_contested", records.c.id, records.c.sensitivity, records.c.scope,
+                        sqlite_where=text(CONTESTED), postgresql_where=text(CONTESTED))
 
 audit_entries = Table(
     "audit_entries",
@@ -825,6 +831,7 @@ class Store:
                 # Stores made before operators existed get their (empty) tables on open.
                 metadata.create_all(conn, tables=OPERATOR_TABLES)
                 access_log.create(conn, checkfirst=True)  # stores made before "who looked"
+                contested_index.create(conn, checkfirst=True)  # stores made before the review queue
                 record_vectors.create(conn, checkfirst=True)  # stores made before vectors existed
                 if int(version) < SCHEMA_VERSION:
                     from ..audit import upgrade  # audit.py imports this module

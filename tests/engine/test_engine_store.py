@@ -59,6 +59,28 @@ def test_reopening_an_existing_store(store_url):
         again.close()
 
 
+def test_a_store_made_before_the_review_queue_gets_its_contested_index_on_open(store_url):
+    """The review queue finds contested records through a partial index: a store opened by this
+    engine has it (a new one from the start, an older one built on open), and the queue's
+    query is planned on it rather than on a scan of every record."""
+    m = _open(store_url)
+    m.import_records(DOCS)
+    with m.store.engine.begin() as conn:
+        conn.execute(text("DROP INDEX ix_records_contested"))
+    m.close()
+    again = _open(store_url)
+    try:
+        names = {ix["name"] for ix in inspect(again.store.engine).get_indexes("records")}
+        assert "ix_records_contested" in names
+        if again.store.engine.dialect.name == "sqlite":
+            with again.store.engine.connect() as conn:
+                plan = " ".join(str(r[-1]) for r in conn.execute(text(
+                    "EXPLAIN QUERY PLAN SELECT id, sensitivity, scope FROM records WHERE status = 'contested'")))
+            assert "ix_records_contested" in plan, plan
+    finally:
+        again.close()
+
+
 def test_a_newer_schema_version_is_refused(store_url):
     m = _open(store_url)
     with m.store.engine.begin() as conn:
