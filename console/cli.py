@@ -29,8 +29,8 @@ def prewarm(url: str) -> None:
     ``st.cache_resource`` entry the pages use), so the first page does not wait for it: at a
     million records that load takes seconds (about one from the cache's snapshot file). Then
     what the first pages count over the whole audit log (entries by action, and by hour for the
-    activity charts: seconds at millions of entries, then kept current per process) and the
-    libraries they draw with. A store that cannot be opened is reported here, in the terminal,
+    activity charts: seconds at millions of entries, then kept current per process), the
+    libraries they draw with, and last the ranking vectors and entity names. A store that cannot be opened is reported here, in the terminal,
     as well as on the pages."""
     # Streamlit warns once per call that this thread runs no script; that is the point of it.
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
@@ -39,13 +39,16 @@ def prewarm(url: str) -> None:
         from console import state
 
         m = state._open(url)
-        m.warm()  # column cache, ranking vectors, entity names
+        m.columns.current()  # what every page reads
         from membrane_engine.lookups import audit_activity
 
         m.metrics()  # counts the audit entries by action (metrics.ActionCounts)
         audit_activity(m)  # and by hour (membrane_engine.activity)
         import pandas  # noqa: F401  (the first st.dataframe would import it)
         import plotly.graph_objects  # noqa: F401  (and the first chart this)
+        # Last, what only ranked pages need (seconds at a million records): the first page, the
+        # overview, must not wait behind it.
+        m.warm()  # ranking vectors, entity names
     except Exception as exc:
         # The pages show it too, but whoever started the console is looking at this terminal.
         from membrane_engine.errors import MembraneError

@@ -41,10 +41,15 @@ def salience_buckets(values: np.ndarray) -> dict[str, int]:
     return {name: int(c) for name, c in zip(BUCKETS, counts)}
 
 
+KEPT_INSTANTS = 8  # past instants whose later entries ActionCounts keeps counted
+
+
 class Counted(dict):
-    """Audit entries by action, and the sequence number of the newest entry counted."""
+    """Audit entries by action, the sequence number of the newest entry counted, and the
+    ActionCounts that counted them."""
 
     seq: int = 0
+    source: "ActionCounts | None" = None
 
 
 class ActionCounts:
@@ -58,6 +63,7 @@ class ActionCounts:
         self._store = store
         self._seq = 0
         self._counts: dict[str, int] = {}
+        self._after: dict[float, tuple[int, dict[str, int]]] = {}  # instant -> (through seq, counts), oldest first
         self._lock = threading.Lock()
 
     def current(self) -> Counted:
@@ -68,13 +74,42 @@ class ActionCounts:
                 self._seq = max(self._seq, int(newest))
             out = Counted(self._counts)
             out.seq = self._seq
+            out.source = self
             return out
 
+    def written_after(self, t: float, through_seq: int) -> dict[str, int]:
+        """``actions_written_after(t, through_seq)``, kept for the last few instants asked: on
+        the same grounds as ``current``, the entries after ``t`` among the first ``through_seq``
+        are those counted for an earlier ``through_seq`` plus the ones after it. An overview
+        held at a past instant, with a store imported after it, would otherwise count a million
+        entries at every run."""
+        with self._lock:
+            kept = self._after.pop(t, None)
+            if kept is not None and kept[0] <= through_seq:
+                since, counts = kept
+                more = actions_written_after(self._store, t, through_seq, after_seq=since) if since < through_seq else {}
+                counts = {a: counts.get(a, 0) + more.get(a, 0) for a in counts.keys() | more.keys()}
+            else:
+                counts = actions_written_after(self._store, t, through_seq)
+            if kept is None or kept[0] <= through_seq:
+                self._after[t] = (through_seq, counts)
+                while len(self._after) > KEPT_INSTANTS:
+                    self._after.pop(next(iter(self._after)))
+            return dict(counts)
 
-def actions_written_after(store: Store, t: float, through_seq: int | None = None) -> dict[str, int]:
+
+def actions_written_after(store: Store, t: float, through_seq: int | None = None,
+                          after_seq: int | None = None) -> dict[str, int]:
     """Audit entries by action written after epoch ``t`` (and, with ``through_seq``, at or
-    before that sequence number): one range of the ``ts`` index, empty in one look when ``t`` is
-    after the newest entry."""
+    before that sequence number; with ``after_seq``, after that one): one range of the ``ts``
+    index, or of the primary key between the two sequence numbers; empty in one look when ``t``
+    is after the newest entry."""
+    if after_seq is not None:
+        q = (select(audit_entries.c.action, func.count())
+             .where(audit_entries.c.seq > int(after_seq), audit_entries.c.seq <= int(through_seq),
+                    audit_entries.c.ts > t).group_by(audit_entries.c.action))
+        with store.read() as conn:
+            return {str(action): int(n) for action, n in conn.execute(q)}
     conditions = [audit_entries.c.ts > t]
     if through_seq is not None:
         # "+ 0" keeps the planner on the ts index: offered the primary key for "seq <=", SQLite
@@ -92,7 +127,9 @@ def actions_written_after(store: Store, t: float, through_seq: int | None = None
 def actions_at(store: Store, t: float, current: dict[str, int]) -> dict[str, int]:
     """Audit entries by action written at or before epoch ``t``: the ``current`` counts less
     those written after ``t`` (of the entries ``current`` counted, when it says how far)."""
-    later = actions_written_after(store, t, getattr(current, "seq", None) or None)
+    seq = getattr(current, "seq", None) or None
+    source = getattr(current, "source", None)
+    later = source.written_after(t, seq) if source is not None and seq else actions_written_after(store, t, seq)
     out = {a: n - later.get(a, 0) for a, n in current.items()}
     return {a: n for a, n in out.items() if n > 0}
 

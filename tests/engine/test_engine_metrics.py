@@ -151,3 +151,36 @@ def test_metrics_at_a_past_instant_count_only_what_existed_then(mem):
 
     breakdown = store_breakdown(mem.columns.current(), past)
     assert breakdown["total"] == 5 and sum(breakdown["by_scope"].values()) == 5
+
+
+def test_a_past_instant_asked_again_counts_only_the_new_entries_and_stays_exact(store_url):
+    """The entries after a past instant are kept counted per instant and brought up to date by
+    the entries written since (by this process or another): after writes dated after the
+    instant, and one dated before it (a clock set back), the answer equals a fresh count."""
+    from membrane_engine import Membrane
+    from membrane_engine.metrics import compute_metrics
+
+    clock = {"now": T0}
+    mem = Membrane.open(store_url, load_sample=False, clock=lambda: clock["now"])
+    other = Membrane.open(store_url, load_sample=False, clock=lambda: T0)
+    try:
+        mem.import_records(STORE)
+        past = ago(90 * 60)
+        first = mem.metrics(as_of=past)
+        assert len(mem.action_counts._after) == 1  # the instant is kept counted
+        mem.reinforce("d", "op", "used")  # at T0: after the instant
+        other.penalize("e", 0.1, "op", "wrong")  # another process, also after it
+        again = mem.metrics(as_of=past)
+        audit_fields = ("total_audit_entries", "retrieval_usefulness", "revision_rate")
+        # Entries written after the instant change none of its audit counts (salience is another
+        # matter: S(past) is computed from a record's current anchor).
+        assert [again[k] for k in audit_fields] == [first[k] for k in audit_fields]
+        assert again == compute_metrics(mem.store, mem.columns.current(), past)  # counted in full
+        clock["now"] = ago(2 * 60 * 60)  # a clock set back: this entry is dated before the instant
+        mem.reinforce("a", "op", "used earlier")
+        moved = mem.metrics(as_of=past)
+        assert moved["total_audit_entries"] == first["total_audit_entries"] + 1
+        assert moved == compute_metrics(mem.store, mem.columns.current(), past)
+    finally:
+        other.close()
+        mem.close()
