@@ -48,6 +48,14 @@ def facets(_membrane, url: str, newest: int, cleared: tuple) -> tuple[list[str],
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
+def entries(_membrane, url: str, newest: int, cleared: tuple, filters: tuple, limit: int, offset: int
+            ) -> tuple[int, list]:
+    """One page of matching entries and how many match, through the clearance (each label
+    change writes an entry, so the newest entry's number also keys what the clearance sees)."""
+    return _membrane.audit_query(clearance=from_key(cleared), **dict(filters), limit=limit, offset=offset)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
 def activity(_membrane, url: str, newest: int, bucket: int, filters: tuple) -> list[tuple[float, str, int]]:
     """Entries per bucket and action (a GROUP BY over every matching entry: 1.2 s over 2M)."""
     return audit_activity(_membrane, bucket_seconds=bucket, **dict(filters))
@@ -183,12 +191,16 @@ if filters["since"] and filters["until"] and filters["since"] > filters["until"]
 
 p1, p2, p3 = st.columns([2, 2, 6])
 page_size = p1.selectbox("Rows per page", [25, 50, 100, 250], index=1, key="audit_page_size")
-total, _ = m.audit_query(clearance=clearance, **filters, limit=0)
+# The page asked for first, and the count with it: a second count only when the filter now
+# matches fewer pages than the page asked for (a count over millions of entries is most of a run).
+wanted = max(1, int(st.session_state.get("audit_page", 1) or 1))
+total, rows = entries(m, m.url, newest, key_of(clearance), tuple(filters.items()), page_size, (wanted - 1) * page_size)
 pages = max(1, -(-total // page_size))
-if st.session_state.get("audit_page", 1) > pages:
-    st.session_state["audit_page"] = pages
+if wanted > pages:
+    st.session_state["audit_page"] = wanted = pages
+    total, rows = entries(m, m.url, newest, key_of(clearance), tuple(filters.items()), page_size,
+                          (wanted - 1) * page_size)
 page = p2.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="audit_page")
-total, rows = m.audit_query(clearance=clearance, **filters, limit=page_size, offset=(page - 1) * page_size)
 active = [f"{k}={md(v, 60) if not isinstance(v, datetime) else v.strftime('%Y-%m-%d %H:%M')}"
           for k, v in filters.items() if v]
 with p3:
