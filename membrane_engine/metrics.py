@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import func, literal_column, select
 
 from .storage.columns import TYPE_CODES, TYPE_NAMES, Snapshot
 from .salience import salience_at, take
@@ -115,7 +115,11 @@ def actions_written_after(store: Store, t: float, through_seq: int | None = None
         # "+ 0" keeps the planner on the ts index: offered the primary key for "seq <=", SQLite
         # walked the whole log (0.4 s at 300k entries) to find the few entries after ``t``.
         conditions.append(audit_entries.c.seq + 0 <= int(through_seq))
-    q = select(audit_entries.c.action, func.count()).where(*conditions).group_by(audit_entries.c.action)
+    # Grouped by an expression, not the column: offered the action index for the GROUP BY,
+    # SQLite walks every entry by action (2.3 s at 1.9M) instead of the (ts, action) range alone
+    # (0.3 s).
+    action = audit_entries.c.action.op("||")(literal_column("''")).label("action")
+    q = select(action, func.count()).where(*conditions).group_by(action)
     newest = select(func.max(audit_entries.c.ts))
     with store.read() as conn:
         top = conn.execute(newest).scalar()

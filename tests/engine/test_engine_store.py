@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import event, inspect, text
 
 from membrane_engine import Membrane, RetrieveRequest
 from membrane_engine.errors import StoreUnavailableError, ValidationError
@@ -59,24 +59,47 @@ def test_reopening_an_existing_store(store_url):
         again.close()
 
 
-def test_a_store_made_before_the_review_queue_gets_its_contested_index_on_open(store_url):
-    """The review queue finds contested records through a partial index: a store opened by this
-    engine has it (a new one from the start, an older one built on open), and the queue's
-    query is planned on it rather than on a scan of every record."""
+def test_an_older_store_gets_this_engines_indexes_on_open(store_url):
+    """The review queue finds contested records through a partial index, and metrics count the
+    entries after an instant by action from the (ts, action) index: a store opened by this
+    engine has both (a new one from the start, an older one built on open, its ts-only index
+    dropped), and the queries are planned on them rather than on scans of the rows."""
     m = _open(store_url)
     m.import_records(DOCS)
     with m.store.engine.begin() as conn:
         conn.execute(text("DROP INDEX ix_records_contested"))
+        conn.execute(text("DROP INDEX ix_audit_ts_action"))
+        conn.execute(text("CREATE INDEX ix_audit_ts ON audit_entries (ts)"))  # as older stores have it
     m.close()
     again = _open(store_url)
     try:
         names = {ix["name"] for ix in inspect(again.store.engine).get_indexes("records")}
         assert "ix_records_contested" in names
+        audit_names = {ix["name"] for ix in inspect(again.store.engine).get_indexes("audit_entries")}
+        assert "ix_audit_ts_action" in audit_names and "ix_audit_ts" not in audit_names
         if again.store.engine.dialect.name == "sqlite":
             with again.store.engine.connect() as conn:
                 plan = " ".join(str(r[-1]) for r in conn.execute(text(
                     "EXPLAIN QUERY PLAN SELECT id, sensitivity, scope FROM records WHERE status = 'contested'")))
-            assert "ix_records_contested" in plan, plan
+                assert "ix_records_contested" in plan, plan
+        # The statement metrics send to count the entries after an instant, as the engine sends it.
+        sent: list[tuple[str, object]] = []
+
+        def keep(conn, cursor, statement, parameters, context, executemany):
+            if "GROUP BY" in statement and "ts >" in statement:
+                sent.append((statement, parameters))
+
+        event.listen(again.store.engine, "before_cursor_execute", keep)
+        try:
+            assert again.metrics(as_of=later(-DAY))["total_audit_entries"] == 0  # every entry came later
+        finally:
+            event.remove(again.store.engine, "before_cursor_execute", keep)
+        assert len(sent) == 1
+        if again.store.engine.dialect.name == "sqlite":
+            with again.store.engine.connect() as conn:
+                statement, parameters = sent[0]
+                plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
+            assert "COVERING INDEX ix_audit_ts_action" in plan, plan
     finally:
         again.close()
 
