@@ -13,9 +13,9 @@ import streamlit as st
 
 from console import auth, state
 from console.components import policy_source
+from console.components.audit_table import link_column, record_link
 from console.components.safe import clean, md
 from console.components.words import plural
-from membrane_engine.labels import labels
 from membrane_engine.policies import Evaluator, Offender, check, coverage
 from membrane_engine.policy_snapshots import lines
 from membrane_engine.trust import Verdict, decide
@@ -130,14 +130,16 @@ for o in failed:
     st.error(f"Fails: {md(o.title, 300)}: {md(o.message, 500)}", icon=":material/cancel:")
     visible = [r for r in o.shown if _shown_to_operator(r)]
     if visible:
-        named = labels(m, [r.id for r in visible], clearance)  # as the operator's clearance sees each now
+        # Metadata only: the records a failing assertion lists are the ones it says must not be
+        # exposed (often secrets), and this page is read and shared as a report. Each id opens the
+        # record in the explorer, where the operator's clearance decides what it shows.
         st.dataframe(pd.DataFrame([{
-            "record": clean(named.get(r.id, "(no longer in the store)"), 120), "id": clean(r.id, 120), "type": r.type, "sensitivity": r.sensitivity,
+            "id": record_link(r.id), "type": r.type, "sensitivity": r.sensitivity,
             "scope": clean(r.scope or "(unscoped)", 120),
             "tags": clean(", ".join(r.tags), 300) if r.tags is not None else "",  # None: the profile sees nothing
             "verdict": r.verdict, "reasons (explain)": clean("; ".join(r.reasons), 600)} for r in visible]),
             hide_index=True, key=f"pol_fail_{o.index}",
-            column_config={"reasons (explain)": st.column_config.TextColumn(width="large")})
+            column_config={"id": link_column("id"), "reasons (explain)": st.column_config.TextColumn(width="large")})
     withheld = o.offending - len(visible)
     if withheld:
         reason = "above your clearance or beyond the first listed" if operator else "sign in to see which"
