@@ -268,11 +268,12 @@ else:
             when = datetime.fromtimestamp(first, UTC)
             status = "already below at the window start" if first <= to_epoch(start) else "drops below"
             until_then = relative(first - now.timestamp())
+        # The verdict first, where the eye is; an empty time, not "None", when it never drops below.
         rows.append({"curve": clean(s["name"], 80) if s["stored"] else clean(s["full"], 80),
-                     "id": clean(s["key"], 80) if s["stored"] else "",
+                     "status": status, "below at (UTC)": pd.Timestamp(when) if when is not None else pd.NaT,
+                     "relative to now": until_then, "S(start)": s_start, "S(end)": s_end,
                      "kind": "record" if s["stored"] else "hypothetical",
-                     "S(start)": s_start, "S(end)": s_end, "below at (UTC)": when, "relative to now": until_then,
-                     "status": status})
+                     "id": clean(s["key"], 80) if s["stored"] else ""})
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="decay_below_table",
                  column_config={"S(start)": st.column_config.NumberColumn(format="%.4f"),
                                 "S(end)": st.column_config.NumberColumn(format="%.4f"),

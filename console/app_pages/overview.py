@@ -134,7 +134,8 @@ if not metrics["total_records"]:
     if as_of is not None and m.count():
         st.info("No record existed yet at this instant.", icon=":material/history:")
     else:
-        st.info("The store is empty. Import records on the Import / export page.", icon=":material/inbox:")
+        st.info("The store is empty. Import records on the Import / export page, or start `membrane-console` "
+                "without `--db` to open the bundled sample store.", icon=":material/inbox:")
     st.stop()
 
 left, right = st.columns(2)

@@ -109,8 +109,10 @@ VERDICT_HELP = {"full": "sensitivity at or below the context's max and scope all
 for i, verdict in enumerate(("full", "redacted")):
     cols[2 + 2 * i].metric(f"{verdict.capitalize()} under A", f"{diff.counts_a[verdict]:,}",
                            help=f"Records context A gets {verdict}: {VERDICT_HELP[verdict]}")
+    gap = diff.counts_b[verdict] - diff.counts_a[verdict]
     cols[3 + 2 * i].metric(f"{verdict.capitalize()} under B", f"{diff.counts_b[verdict]:,}",
-                           delta=f"{diff.counts_b[verdict] - diff.counts_a[verdict]:+,} vs A", delta_color="off",
+                           delta=f"{gap:+,} vs A" if gap else "same as A", delta_color="off",
+                           delta_arrow="auto" if gap else "off",
                            help=f"Records context B gets {verdict}: {VERDICT_HELP[verdict]}; the delta is B less A")
 
 left, right = st.columns([3, 2])

@@ -136,7 +136,7 @@ def node_table(graph: RetrieveGraphResponse) -> pd.DataFrame:
     return pd.DataFrame([{
         "node": ("root" if n.root else f"hop {n.hop}"), "type": n.record.type.value,
         "name": clean(name(n.record), 80),
-        "sensitivity": n.record.sensitivity.value, "scope": clean(n.record.scope, 80),
+        "sensitivity": n.record.sensitivity.value, "scope": clean(n.record.scope or "(unscoped)", 80),
         "salience": round(n.record.salience, 3), "redacted": n.record.redacted, "id": clean(n.record.id, 200),
     } for n in graph.nodes])
 

@@ -49,7 +49,7 @@ def facts(record: MemoryRecord | None) -> dict[str, Any]:
     return {
         "salience": f"{record.salience:.6g}",
         "status": status_of(record),
-        "pinned": str(record.lifecycle.pinned),
+        "pinned": "yes" if record.lifecycle.pinned else "no",
         "sensitivity": record.sensitivity.value,
         "scope": record.scope or "(unscoped)",
         "tags": ", ".join(record.tags),
