@@ -2062,12 +2062,13 @@ add("c:crashloop-triage", "competence", comp("triage a CrashLoopBackOff in Kuber
 ], ["kubectl", "helm"],
     ["crash caused by a dependency outside the cluster", "rollback blocked by CRD changes"],
     ["scale the deployment to the last good ReplicaSet", "page the service owner"],
-    (12, 2, 1500000, "11-03 02:41"), "2.1"),
+    (13, 2, 1500000, "11-14 15:20"), "2.1"),
     sens="low", conf=0.9, scope=X, tags=["skill", "kubernetes", "incident"], at="08-22 10:00",
     sal=0.75, why="consolidated from earlier CrashLoop episodes", by=CONSOL,
     history=[("reinforce", "10-25 10:10", AGENT, "payments OOM loop"),
              ("revise", "11-03 04:00", CONSOL, "added 'correlate with recent changes' after INC-2291"),
-             ("reinforce", "11-03 04:01", AGENT, "INC-2291 mitigated in 27 minutes")],
+             ("reinforce", "11-03 04:01", AGENT, "INC-2291 mitigated in 27 minutes"),
+             ("reinforce", "11-14 15:22", AGENT, "orion-worker crash-looped on a missing ConfigMap key; found with logs --previous")],
     rels=[("derived_from", "e:inc2291-mitigate", 0.8, "11-03 04:00"), ("derived_from", "e:inc2291-logs", 0.8, "11-03 04:00")]
     + mention("k8s-cluster"))
 
@@ -2094,9 +2095,10 @@ add("c:tf-unlock", "competence", comp("recover a stuck Terraform state lock", [
     ("force-unlock", "terraform", {"argv": ["force-unlock", "-force", "{lock_id}"]}, "unlocked"),
     ("plan again", "terraform", {"argv": ["plan"]}, "no unexpected changes"),
 ], ["terraform", "gh"], ["unlocking while an apply is running corrupts state"], ["wait for the DynamoDB item TTL"],
-    (4, 0, 600000, "10-17 11:08"), "1.0"),
+    (5, 0, 600000, "11-12 17:40"), "1.0"),
     sens="medium", conf=0.88, scope=X, tags=["skill", "terraform"], at="10-17 11:30",
     sal=0.65, why="from the Oct 17 lock", by=CONSOL,
+    history=[("reinforce", "11-12 17:42", AGENT, "lock left by a cancelled CI plan; released after the run was confirmed dead")],
     rels=[("derived_from", "e:tf-lock", 0.9)] + mention("terraform"))
 
 add("c:docker-cache", "competence", comp("speed up Docker builds with layer ordering and cache mounts", [
@@ -2107,10 +2109,11 @@ add("c:docker-cache", "competence", comp("speed up Docker builds with layer orde
     ("add cache mounts", "edit_file", {"path": "Dockerfile", "syntax": "docker/dockerfile:1.4"}, "RUN --mount=type=cache present"),
     ("measure", "docker", {"argv": ["buildx", "build"]}, "build time reduced"),
 ], ["docker"], ["cache not shared between CI runners"], ["use registry cache (--cache-to type=registry)"],
-    (6, 1, 1200000, "10-25 11:00"), "1.1"),
+    (7, 1, 1200000, "11-18 14:30"), "1.1"),
     sens="public", conf=0.9, scope=X, tags=["skill", "docker", "ci", "performance"], at="09-08 14:00",
     sal=0.6, why="from the alpha e2e image work", by=CONSOL,
-    history=[("reinforce", "10-25 11:00", AGENT, "payments-api image 5m -> 70s")],
+    history=[("reinforce", "10-25 11:00", AGENT, "payments-api image 5m -> 70s"),
+             ("reinforce", "11-18 14:32", AGENT, "orion-worker image 7m -> 2m with a uv cache mount")],
     rels=[("derived_from", "e:docker-cache", 0.9)] + mention("docker"))
 
 add("c:rotate-aws-key", "competence", comp("rotate an IAM access key used by CI", [
@@ -2165,10 +2168,11 @@ add("p:eks-upgrade", "plan_graph", plan("eks-minor-upgrade", "1.2",
      ("verify", "check_nodes", {"expect": "all Ready on the new version"}, {})],
     [("deprecations", "staging", "control"), ("staging", "control-plane", "control"),
      ("control-plane", "addons", "control"), ("addons", "nodes", "control"), ("nodes", "verify", "control")],
-    (14400000, 0.0, 2, "10-30 12:00")),
+    (14400000, 0.0, 3, "11-11 13:00")),
     sens="medium", conf=0.85, scope=X, tags=["plan", "kubernetes", "eks", "upgrade"], at="10-28 09:00",
     sal=0.65, why="written before the 1.30 upgrade", by=AGENT,
-    history=[("reinforce", "10-30 12:10", AGENT, "1.30 upgrade followed it")],
+    history=[("reinforce", "10-30 12:10", AGENT, "1.30 upgrade followed it"),
+             ("reinforce", "11-11 13:05", AGENT, "staging 1.30 -> 1.31 followed it")],
     rels=[("derived_from", "e:eks-130-upgrade", 0.8, "10-30 12:10")] + mention("k8s-cluster"))
 
 add("p:tf-apply-review", "plan_graph", plan("terraform-plan-review-apply", "1.4",
