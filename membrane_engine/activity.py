@@ -1,4 +1,5 @@
-"""Audit entries per hour and action over the whole log, kept per process: counted in full once
+"""Audit entries per hour and action over the whole log (a retract named "retract", not counted
+among Membrane's ``delete`` entries it is written as), kept per process: counted in full once
 (one GROUP BY over every entry: 1.5-3 s of CPU at 3M entries), then at each call only the
 entries after the last one counted, a range of the primary key. Exact for the reason
 ``metrics.ActionCounts`` is: entries are only ever appended, never changed or deleted, and one
@@ -21,8 +22,12 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from typing import Any
+
 from sqlalchemy import Integer, cast, func, select
 
+from .audit import is_retract
+from .schema import AuditAction
 from .storage import snapshot_file
 from .storage.store import Store, audit_entries
 
@@ -30,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .membrane import Membrane
 
 HOUR = 3600
+KIND = "audit activity v2"  # v2: retracts counted apart from deletes
 SAVE_AFTER = 10_000  # entries counted since the file (or in all) that make writing it again worth it
 
 
@@ -58,7 +64,9 @@ class AuditActivity:
         try:
             header, data = snapshot_file.header_of(path)
             snapshot_file.verified(header, data, key, {})
-            if header.get("kind") != "audit activity" or header.get("store_id") != store_id:
+            if header.get("kind") != KIND:
+                raise snapshot_file.SnapshotRejected(f"counted as {header.get('kind')!r}, not {KIND!r}")
+            if header.get("store_id") != store_id:
                 raise snapshot_file.SnapshotRejected("of another store")
             seq = int(header["seq"])
             stored = conn.execute(select(audit_entries.c.hash).where(audit_entries.c.seq == seq)).scalar()
@@ -81,7 +89,7 @@ class AuditActivity:
         path = self._path(store_id)
         if path is None or not key or seq_hash is None:
             return
-        header = {"kind": "audit activity", "store_id": store_id, "seq": self._seq, "seq_hash": seq_hash, "n": 0,
+        header = {"kind": KIND, "store_id": store_id, "seq": self._seq, "seq_hash": seq_hash, "n": 0,
                   "hours": [[h, a, n] for (h, a), n in sorted(self._hours.items())]}
         try:
             snapshot_file.write(path, key, header, {}, [])
@@ -89,14 +97,14 @@ class AuditActivity:
         except (OSError, ValueError):
             pass  # an accelerator: the next process counts in full
 
-    def _after(self, conn, seq: int) -> list[tuple[int, str, int, int]]:
+    def _after(self, conn, seq: int) -> tuple[dict[tuple[int, str], int], int]:
+        """The counts of the entries after ``seq``, and the newest entry they include."""
+        newest = conn.execute(select(func.max(audit_entries.c.seq))).scalar() or 0
+        if newest <= seq:
+            return {}, seq
         scaled = audit_entries.c.ts / HOUR
         hour = cast(scaled, Integer) if self._store.is_sqlite else func.floor(scaled)
-        q = (select(hour, audit_entries.c.action, func.count(), func.max(audit_entries.c.seq))
-             .group_by(hour, audit_entries.c.action))
-        if seq:
-            q = q.where(audit_entries.c.seq > seq)
-        return [(int(h), str(a), int(n), int(s)) for h, a, n, s in conn.execute(q)]
+        return action_counts(conn, hour, [audit_entries.c.seq > seq, audit_entries.c.seq <= newest]), newest
 
     def hours(self) -> dict[tuple[int, str], int]:
         """(hour since the epoch, action) -> entries, as of now."""
@@ -105,11 +113,11 @@ class AuditActivity:
                 if not self._tried_file:
                     self._tried_file = True
                     self._read_file(conn)
-                rows = self._after(conn, self._seq)
-            for hour, action, count, newest in rows:
-                self._hours[(hour, action)] = self._hours.get((hour, action), 0) + count
-                self._seq = max(self._seq, newest)
+                counts, newest = self._after(conn, self._seq)
+            for key, count in counts.items():
+                self._hours[key] = self._hours.get(key, 0) + count
                 self._unsaved += count
+            self._seq = newest
             if self._unsaved >= SAVE_AFTER:
                 self._write_file()
             return dict(self._hours)
@@ -124,6 +132,29 @@ class AuditActivity:
         for (hour, action), count in self.hours().items():
             out[(hour // per, action)] += count
         return [(float(b * per * HOUR), action, n) for (b, action), n in sorted(out.items())]
+
+
+def action_counts(conn, bucket: Any, conditions: list[Any]) -> dict[tuple[int, str], int]:
+    """(bucket, action in words) -> entries matching ``conditions``, a retract as "retract".
+
+    Two GROUP BYs: every entry by its stored action (from the ``(ts, action)`` index alone), then
+    the retracts among the deletes (few; found through the action index) moved to their own
+    name. ``conditions`` must bound the entries by sequence number when other writers may
+    append between the two statements (PostgreSQL reads each statement afresh)."""
+    q = (select(bucket, audit_entries.c.action, func.count()).where(*conditions)
+         .group_by(bucket, audit_entries.c.action))
+    counts = {(int(b), str(a)): int(n) for b, a, n in conn.execute(q)}
+    retracts = select(bucket, func.count()).where(*conditions, is_retract()).group_by(bucket)
+    delete = AuditAction.DELETE.value
+    for b, n in conn.execute(retracts):
+        b, n = int(b), int(n)
+        left = counts.get((b, delete), 0) - n
+        if left > 0:
+            counts[(b, delete)] = left
+        else:
+            counts.pop((b, delete), None)
+        counts[(b, "retract")] = n
+    return counts
 
 
 _OF: "weakref.WeakKeyDictionary[Membrane, AuditActivity]" = weakref.WeakKeyDictionary()

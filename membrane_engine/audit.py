@@ -448,6 +448,17 @@ def entries_by_record(record_ids: list[str], rows: Iterable[tuple]) -> dict[str,
     return out
 
 
+# A retract is written as Membrane's ``delete`` (the record stays) with this rationale prefix;
+# the console names it "retract" (``history.kind_of``, ``activity.action_counts``).
+RETRACT_MARK = "retracted:"
+
+
+def is_retract() -> Any:
+    """SQL condition: the entry is a retract (a ``delete`` whose rationale carries the mark)."""
+    return and_(audit_entries.c.action == AuditAction.DELETE.value,
+                func.substr(audit_entries.c.rationale, 1, len(RETRACT_MARK)) == RETRACT_MARK)
+
+
 def filter_conditions(actor: str | None = None, action: str | None = None, record_id: str | None = None,
                       since: datetime | None = None, until: datetime | None = None) -> list[Any]:
     """SQL conditions of the audit filters: exact actor / action / record id, inclusive time bounds."""

@@ -448,7 +448,7 @@ def plan_retract(v: _View, now: datetime, id: str, actor: str, rationale: str) -
     b = _Builder("retract", now)
     after, details = _retracted(b, rows[rid], recs[rid])
     _update(b, rows[rid], recs[rid], after, 0.0)
-    b.entry(rid, AuditAction.DELETE, actor, f"retracted: {rationale}", details)
+    b.entry(rid, AuditAction.DELETE, actor, f"{audit.RETRACT_MARK} {rationale}", details)
     return b.build()
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .audit import AuditRow
+from .audit import RETRACT_MARK, AuditRow
 from .salience import columns_of, salience_at
 from .schema import UTC, AuditAction, MemoryRecord, Relation, RevisionStatus, SemanticPayload, Sensitivity, to_epoch
 
@@ -60,7 +60,7 @@ def kind_of(action: AuditAction | str, rationale: str, details: dict[str, Any] |
     details = details or {}
     changed = _changes(details)
     if action == "delete":
-        return "retract" if rationale.startswith("retracted:") else "delete"
+        return "retract" if rationale.startswith(RETRACT_MARK) else "delete"
     if action == "decay":
         return "penalize"
     if action == "revise":

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sqlalchemy import Integer, cast, func, or_, select
 
+from .activity import action_counts, activity_of
 from .audit import filter_conditions
 from .storage.columns import TYPE_CODES
 from .schema import sensitivity_level
@@ -113,23 +114,23 @@ def audit_newest(membrane: "Membrane") -> int:
 def audit_activity(membrane: "Membrane", bucket_seconds: float = 86400.0, actor: str | None = None,
                    action: str | None = None, record_id: str | None = None, since: datetime | None = None,
                    until: datetime | None = None) -> list[tuple[float, str, int]]:
-    """Entry counts per time bucket and action, filtered like ``audit_query``:
-    ``[(bucket start, epoch seconds), action, count]`` ordered by time."""
+    """Entry counts per time bucket and action, filtered like ``audit_query`` (``action`` is a
+    stored action): ``[(bucket start, epoch seconds), action, count]`` ordered by time, then
+    action, a retract named "retract" (``activity.action_counts``)."""
     bucket_seconds = float(bucket_seconds)
     if not bucket_seconds > 0:
         raise ValueError("bucket_seconds must be positive")
     if not (actor or action or record_id) and since is None and until is None and bucket_seconds % 3600 == 0:
-        from .activity import activity_of  # the whole log: counted once per process, then the new entries
-
+        # the whole log: counted once per process, then the new entries
         return activity_of(membrane).buckets(bucket_seconds)
     scaled = audit_entries.c.ts / bucket_seconds
     # SQLite may lack floor(); timestamps are positive, so truncation is the floor there.
     bucket = cast(scaled, Integer) if membrane.store.is_sqlite else func.floor(scaled)
-    q = (select(bucket.label("b"), audit_entries.c.action, func.count().label("n"))
-         .where(*filter_conditions(actor, action, record_id, since, until))
-         .group_by(bucket, audit_entries.c.action).order_by(bucket, audit_entries.c.action))
+    conditions = filter_conditions(actor, action, record_id, since, until)
     with membrane.store.read() as conn:
-        return [(float(r.b) * bucket_seconds, r.action, int(r.n)) for r in conn.execute(q)]
+        newest = conn.execute(select(func.max(audit_entries.c.seq))).scalar() or 0
+        counts = action_counts(conn, bucket, [*conditions, audit_entries.c.seq <= newest])
+    return [(float(b) * bucket_seconds, a, n) for (b, a), n in sorted(counts.items())]
 
 
 @dataclass(frozen=True)

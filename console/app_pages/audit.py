@@ -236,7 +236,7 @@ if total:
     act = pd.DataFrame(counts, columns=["bucket", "action", "count"])
     act["bucket"] = pd.to_datetime(act["bucket"].round().astype("int64"), unit="s", utc=True)
     fig = go.Figure()
-    for name in ACTIONS:
+    for name in [w for w in WORDS if w in set(act["action"])] + sorted(set(act["action"]) - set(WORDS)):
         part = act[act["action"] == name]
         if len(part):
             fig.add_trace(go.Bar(x=part["bucket"], y=part["count"], name=name, marker_color=action_color(name),
@@ -244,7 +244,7 @@ if total:
                                  hovertemplate="%{x|%Y-%m-%d %H:%M}<br>" + name + ": %{y}<extra></extra>"))
     unit = {3600: "hour", 86400: "day", 7 * 86400: "week"}[bucket]
     fig.update_layout(barmode="stack", xaxis_title="time (UTC)", yaxis_title="entries")
-    st.caption(f"Matching entries per {unit}, by action as stored (retracts are among the delete entries): counts "
+    st.caption(f"Matching entries per {unit}, by action (a retract apart from the deletes it is stored as): counts "
                "over every record's entries, those beyond your clearance included (a count shows no content).")
     st.plotly_chart(tidy(fig, height=320), key="audit_activity")
 else:
