@@ -114,3 +114,37 @@ def test_review_queue_arguments_are_checked(m: Membrane) -> None:
         m.review_queue(ALL, limit=10_001)
     with pytest.raises(ValidationError, match="clearance"):
         m.review_queue("everyone")
+
+
+def test_a_record_relabelled_while_the_queue_is_read_is_shown_as_read(store_url: str, monkeypatch) -> None:
+    """SPEC 4, "the gate decides on what it returns": another process raises a contested
+    record to hyper between the queue's index look-up (which saw it low) and the read of its
+    content. It is listed, if at all, under the labels read with its content: never in full
+    as hyper. (PostgreSQL reads each statement afresh, so there the record drops out; SQLite
+    reads one snapshot, so there it is listed as it was, low.)"""
+    from membrane_engine import review
+
+    reader = Membrane.open(store_url, load_sample=False, clock=lambda: NOW)
+    writer = Membrane.open(store_url, load_sample=False, clock=lambda: NOW)
+    try:
+        writer.import_records([fact("a", "alpha claim"), fact("b", "bravo claim"), fact("ref", "a rebuttal")])
+        writer.contest("a", "ref", ACTOR, "disputed")
+        writer.contest("b", "ref", ACTOR, "disputed")
+        looked_up = review._contest_refs
+
+        def relabel_in_between(conn, ids):
+            writer.reclassify("a", ACTOR, "raised", sensitivity="hyper")
+            return looked_up(conn, ids)
+
+        monkeypatch.setattr(review, "_contest_refs", relabel_in_between)
+        q = reader.review_queue(LOW_ALPHA)
+        listed = {item.record.id: item for item in q.contested}
+        assert "b" in listed and listed["b"].record.payload is not None
+        if "a" in listed:
+            assert listed["a"].record.sensitivity.value == "low" and listed["a"].label == "alpha claim is x"
+        monkeypatch.setattr(review, "_contest_refs", looked_up)
+        after = reader.review_queue(LOW_ALPHA)  # read afresh: hyper is beyond a low clearance
+        assert [item.record.id for item in after.contested] == ["b"] and after.contested_withheld == 1
+    finally:
+        reader.close()
+        writer.close()
