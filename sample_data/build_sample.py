@@ -390,7 +390,7 @@ def add(name, kind, payload, *, sens, conf, scope, tags, at, sal, why, by=AGENT,
 def entity(key, canonical, primary, types, aliases, identifiers, summary, *, sens="public",
            scope="", conf=0.95, at="08-03 09:00", sal=0.8, tags=(), policy="manual_only", **kw):
     return add("ent:" + key, "entity", ent(canonical, primary, types, aliases, identifiers, summary),
-               sens=sens, conf=conf, scope=scope, tags=["entity", primary.lower(), *tags], at=at,
+               sens=sens, conf=conf, scope=scope, tags=list(dict.fromkeys(["entity", primary.lower(), *tags])), at=at,
                sal=sal, why=f"resolved entity '{canonical}' from captured mentions", by=INTERP,
                policy=policy, **kw)
 
@@ -2737,6 +2737,7 @@ def check(records):
                 bad(r, f"timestamp out of range {path}={v}")
         if updated < created: bad(r, "updated_at < created_at")
         if not created <= parse(lc["last_reinforced_at"]) <= updated: bad(r, "last_reinforced_at outside [created, updated]")
+        if len(set(r["tags"])) != len(r["tags"]): bad(r, "a tag twice")
         # audit
         al = r["audit_log"]
         if not al or al[0]["action"] != "create" or al[0]["timestamp"] != r["created_at"]: bad(r, "first audit entry must be create at created_at")
