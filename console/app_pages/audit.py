@@ -213,9 +213,11 @@ TABLE_COLUMNS = {
     "record_id": link_column(),
     "before": st.column_config.TextColumn("before", width="medium"),
     "after": st.column_config.TextColumn("after", width="medium"),
+    "actor": st.column_config.TextColumn("actor", width="small"),
     "rationale": st.column_config.TextColumn(width="large"),
 }
-ORDER = ["timestamp", "record", "record_id", "action", "before", "after", "actor", "rationale", "position", "seq"]
+# Who and why before the values changed: what an operator reads first, without scrolling.
+ORDER = ["timestamp", "record", "action", "actor", "rationale", "before", "after", "record_id", "position", "seq"]
 st.dataframe(shown(table), hide_index=True, key="audit_table", column_config=TABLE_COLUMNS, column_order=ORDER)
 st.download_button(
     f"Download the {total:,} matching entries as CSV",

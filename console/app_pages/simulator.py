@@ -292,9 +292,13 @@ with tabs[-1]:
                      "explorer": explorer_href(b.id)} for b in hp.records]
             st.caption(f"Showing {offset + 1:,}–{offset + len(rows):,} of {first.seen:,} within your clearance, by id.")
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"{K}_hidden",
-                         column_config={"record": st.column_config.TextColumn(width="medium"),
-                                        "why hidden": st.column_config.TextColumn(width="large"),
-                                        "explorer": st.column_config.LinkColumn("explorer", display_text="Open")})
+                         column_order=["record", "why hidden", "type", "sensitivity", "scope", "explorer", "id"],
+                         column_config={"record": st.column_config.TextColumn(width=300, pinned=True),
+                                        "why hidden": st.column_config.TextColumn(width=330),
+                                        "type": st.column_config.TextColumn(width=95),
+                                        "sensitivity": st.column_config.TextColumn(width=80),
+                                        "explorer": st.column_config.LinkColumn("explorer", display_text="Open",
+                                                                                width="small")})
 
 # ---------------------------------------------------------------------------- any record
 
