@@ -202,6 +202,9 @@ if selection is not None:
                      "id": clean(s.record_id, 200)}
                     for i, s in enumerate(selection.signals[:200])]
         st.dataframe(pd.DataFrame(sig_rows), hide_index=True, width="stretch", key=f"{K}_selection")
+        if any(s.redacted for s in selection.signals[:200]):
+            st.caption("Redacted candidates (one level above the context's max sensitivity) have no payload: the "
+                       "selector scores them 0.5 flat, whatever the task (SPEC 5, as Membrane).")
         if n_candidates > len(sig_rows):
             st.caption(f"The {len(sig_rows):,} best of {n_candidates:,} candidates.")
 elif any(t in ("competence", "plan_graph") for t in (params.memory_types or LAYERS)):
