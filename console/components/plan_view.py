@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from membrane_engine import MemoryRecord
+from membrane_engine.history import kind_of
 from membrane_engine.labels import label, labels
 from membrane_engine.trust import TrustContext
 
@@ -54,8 +55,20 @@ def facts(record: MemoryRecord | None) -> dict[str, Any]:
         "scope": record.scope or "(unscoped)",
         "tags": ", ".join(record.tags),
         "relations": str(len(record.relations)),
+        "last_reinforced_at": (record.lifecycle.last_reinforced_at.strftime("%Y-%m-%d %H:%M:%S")
+                               if record.lifecycle.last_reinforced_at else ""),
         "updated_at": record.updated_at.strftime("%Y-%m-%d %H:%M:%S") if record.updated_at else "",
     }
+
+
+def what_changes(change: Any) -> str:
+    """A RecordChange's kind in words; an update that changes none of the fields an operator
+    checks (a retract of a retracted record, a pin of a pinned one) says so."""
+    if change.kind == "update" and change.before is not None:
+        before, after = facts(change.before), facts(change.after)
+        if all(before.get(name) == value for name, value in after.items() if name != "updated_at"):
+            return "already so: only its updated time and the audit entry are new"
+    return KIND_LABELS.get(change.kind, change.kind)
 
 
 def change_table(change: Any) -> pd.DataFrame:
@@ -71,7 +84,8 @@ def change_table(change: Any) -> pd.DataFrame:
 
 def entries_frame(plan: Any, names: dict[str, str] | None = None) -> pd.DataFrame:
     return pd.DataFrame([{
-        "record": clean(_name(names, e.record_id), 120), "record_id": clean(e.record_id, 200), "action": e.action.value, "actor": clean(e.actor, 200),
+        "record": clean(_name(names, e.record_id), 120), "record_id": clean(e.record_id, 200),
+        "action": kind_of(e.action, e.rationale, e.details), "actor": clean(e.actor, 200),
         "rationale": clean(e.rationale, 2000),
         "details": clean(json.dumps(e.details, ensure_ascii=False, default=str), 2000) if e.details else "",
     } for e in plan.audit], columns=["record", "record_id", "action", "actor", "rationale", "details"])
@@ -82,7 +96,7 @@ def render_plan(plan: Any, key: str, names: dict[str, str] | None = None, show_r
     then the audit entries."""
     for k, change in enumerate(plan.changes):
         with st.container(border=True):
-            st.markdown(f"**{md(_name(names, change.record_id), 160)}** · {KIND_LABELS.get(change.kind, change.kind)} "
+            st.markdown(f"**{md(_name(names, change.record_id), 160)}** · {what_changes(change)} "
                         f"({change.after.type.value})", help=f"id {clean(change.record_id, 160)}")
             st.dataframe(change_table(change), hide_index=True, key=f"{key}_change_{k}",
                          column_config={"changed": st.column_config.TextColumn("", width="small")})

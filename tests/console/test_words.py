@@ -37,3 +37,25 @@ def test_a_semantic_summary_reads_an_object_as_words() -> None:
                     "object": {"engine": "postgres", "version": 16}},
     })
     assert summary(record) == "billing runs_on engine: postgres; version: 16"
+
+
+def test_a_preview_names_a_retract_and_a_change_that_changes_nothing(tmp_path) -> None:
+    """Curate's preview: the entry to be written reads "retract" (as the audit log names it), and
+    retracting a record already retracted says that nothing but its time and entry is new."""
+    from console.components.plan_view import entries_frame, what_changes
+    from membrane_engine import Membrane
+
+    m = Membrane.open(f"sqlite:///{tmp_path / 's.db'}", load_sample=False)
+    try:
+        m.import_records([{"id": "s1", "type": "semantic", "sensitivity": "low", "confidence": 0.9, "salience": 0.8,
+                           "payload": {"kind": "semantic", "subject": "billing", "predicate": "runs_on",
+                                       "object": "postgres", "evidence": [{"source_type": "doc", "source_id": "d"}]}}])
+        first = m.preview("retract", "s1", "operator:ann", "wrong")
+        assert what_changes(first.changes[0]) == "changed"
+        assert list(entries_frame(first)["action"]) == ["retract"]
+        m.retract("s1", "operator:ann", "wrong")
+        again = m.preview("retract", "s1", "operator:ann", "still wrong")
+        assert what_changes(again.changes[0]).startswith("already so")
+        assert what_changes(m.preview("reinforce", "s1", "operator:ann", "seen", gain=0.2).changes[0]) == "changed"
+    finally:
+        m.close()
