@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 
 from .clearance import _archived_labels
 from .curation import AUTO_PRUNE_CODE
@@ -129,11 +129,26 @@ def _contest_refs(conn, ids: list[str]) -> dict[str, list[tuple[str, datetime, s
     return out
 
 
+def _newest_contest(conn, ids: list[str]) -> dict[str, float]:
+    """Per record, when its newest contest entry was written (epoch seconds): what the queue is
+    ordered by. One row per record from SQL, found through the (record_id, position) key; the
+    entries themselves are read for the listed records only (``_contest_refs``)."""
+    out: dict[str, float] = {}
+    marked = audit_entries.c.details.like('%"contesting_ref"%')
+    for start in range(0, len(ids), 900):
+        chunk = ids[start:start + 900]
+        q = (select(audit_entries.c.record_id, func.max(audit_entries.c.ts))
+             .where(audit_entries.c.record_id.in_(chunk), marked).group_by(audit_entries.c.record_id))
+        out.update((rid, float(ts)) for rid, ts in conn.execute(q))
+    return out
+
+
 def _contested(m: "Membrane", clearance: TrustContext, limit: int
                ) -> tuple[list[ContestedItem], int, int]:
     """The contested records are found, counted and gated on the partial index's labels, then
-    ordered (newest contest first) by their contest entries; only the ``limit`` listed are read
-    whole, and each is gated again on the labels read with its content."""
+    ordered (newest contest first) by their newest contest entry's time; only the ``limit``
+    listed are read whole, with their contest entries, and each is gated again on the labels
+    read with its content."""
     with m.store.read() as conn:
         marked = conn.execute(select(records.c.id, records.c.sensitivity, records.c.scope)
                               .where(text(CONTESTED))).all()
@@ -149,14 +164,14 @@ def _contested(m: "Membrane", clearance: TrustContext, limit: int
                 withheld += 1
             else:
                 seen[rid] = verdict
-        entries = _contest_refs(conn, sorted(rid for rid, v in seen.items() if v is Verdict.FULL))
+        newest = _newest_contest(conn, sorted(rid for rid, v in seen.items() if v is Verdict.FULL))
 
         # Newest contest first; redacted records (no audit to read) after them, by id.
         def order(rid: str) -> tuple:
-            last = entries.get(rid, [])
-            return (seen[rid] is not Verdict.FULL, -(last[-1][1].timestamp() if last else 0.0), rid)
+            return (seen[rid] is not Verdict.FULL, -newest.get(rid, 0.0), rid)
 
         page = sorted(seen, key=order)[:limit]
+        entries = _contest_refs(conn, sorted(rid for rid in page if seen[rid] is Verdict.FULL))
         docs = {rid: json.loads(raw) for rid, raw in conn.execute(
             select(records.c.id, records.c.doc).where(records.c.id.in_(page), text(CONTESTED)))} if page else {}
     listed: list[tuple[str, dict[str, Any], Verdict]] = []

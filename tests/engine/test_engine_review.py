@@ -148,3 +148,25 @@ def test_a_record_relabelled_while_the_queue_is_read_is_shown_as_read(store_url:
     finally:
         reader.close()
         writer.close()
+
+
+def test_the_newest_contest_comes_first(store_url: str) -> None:
+    """Ordered by each record's newest contest entry; a record contested again moves up, and the
+    limit lists the first ones of that order with their own contest entries."""
+    when = [NOW]
+    m = Membrane.open(store_url, load_sample=False, clock=lambda: when[0])
+    try:
+        m.import_records([fact(r, f"{r} claim") for r in ("a", "b", "c")])
+        for hours, rid in ((1, "a"), (2, "b"), (3, "c")):
+            when[0] = NOW + timedelta(hours=hours)
+            m.contest(rid, f"ticket-{rid}", ACTOR, f"first doubt about {rid}")
+        assert [i.record.id for i in m.review_queue(ALL, as_of=when[0]).contested] == ["c", "b", "a"]
+        when[0] = NOW + timedelta(hours=4)
+        m.contest("a", "ticket-a2", ACTOR, "a again")
+        q = m.review_queue(ALL, as_of=when[0], limit=2)
+        assert [i.record.id for i in q.contested] == ["a", "c"] and q.contested_total == 3
+        first = q.contested[0]
+        assert first.rationale == "a again" and first.contested_at == NOW + timedelta(hours=4)
+        assert {c.ref for c in first.contesters} == {"ticket-a", "ticket-a2"}
+    finally:
+        m.close()
