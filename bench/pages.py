@@ -5,8 +5,10 @@
 Starts the console on ``--db`` as operators start it (``membrane-console``, which opens the
 store and loads its column cache in a thread while the server starts; ``--launcher streamlit``
 for a bare ``streamlit run``, where the first page does that), opens the first page as soon as
-the server answers (the first page after a start), then visits every page of the navigation in
-turn, ``--visits`` rounds.
+the server answers (the first page after a start, in a new browser profile), then visits every
+page of the navigation in turn, ``--visits`` rounds, then every page through the sidebar, and last
+restarts the server on the same address and opens the first page again with the browser's cache
+of the console's code (an operator's browser: the server's start alone).
 A visit is a fresh page load (a fresh Streamlit session) timed from Python until the script has
 finished and the page shows it drawn (idle, nothing left loading), with the CPU time the console
 server and Chromium spent meanwhile; the first
@@ -124,10 +126,20 @@ def run(db: str, visits: int, out: Path, timeout: float, screenshots: bool = Tru
         for round_ in range(visits):
             for page in pages:
                 report["navigations"].setdefault(page, []).append(navigate(con, page, timeout, meter))
+        # An operator's browser has the console's code from earlier days: the first page after a
+        # restart on the same address, with this browser's cache, times the server's own start.
+        port = server.port
+        server.stop()
+        began = time.perf_counter()
+        server.start(timeout=timeout, port=port)
+        report["restart_server_start_s"] = round(time.perf_counter() - began, 3)
+        report["restart_open"] = visit(con, pages[0], timeout, CpuMeter(server.proc.pid))
+        report["restart_open"]["from_start_s"] = round(time.perf_counter() - began, 3)
         con.close()
     report["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     report["problems"] = [f"{page}: {p}" for page, vs in report["visits"].items() for v in vs for p in v["problems"]]
     report["problems"] += [f"cold open: {p}" for p in report["cold_open"]["problems"]]
+    report["problems"] += [f"open after a restart: {p}" for p in report["restart_open"]["problems"]]
     report["problems"] += [f"{page} (sidebar): {p}" for page, vs in report["navigations"].items()
                            for v in vs for p in v["problems"]]
     return report
@@ -138,7 +150,14 @@ def print_report(report: dict[str, Any]) -> None:
           f"load average {report['machine']['loadavg_start']} -> {report['machine'].get('loadavg_end')}")
     first = report["cold_open"]
     print(f"server start {report.get('server_start_s', 0):.2f} s; first page after it: {first['s']:.2f} s "
-          f"(server CPU {first.get('server_cpu_s', 0):.2f} s, browser CPU {first.get('browser_cpu_s', 0):.2f} s)")
+          f"(server CPU {first.get('server_cpu_s', 0):.2f} s, browser CPU {first.get('browser_cpu_s', 0):.2f} s), "
+          "in a new browser profile")
+    again = report.get("restart_open")
+    if again:
+        print(f"after a restart, with the browser's cache of the console: server start "
+              f"{report['restart_server_start_s']:.2f} s; first page after it {again['s']:.2f} s (server CPU "
+              f"{again.get('server_cpu_s', 0):.2f} s, browser CPU {again.get('browser_cpu_s', 0):.2f} s); "
+              f"from the start command to the page drawn {again['from_start_s']:.2f} s")
     for title, key in (("fresh page loads (a new session each)", "visits"),
                        ("through the sidebar (the session and its browser code loaded)", "navigations")):
         table = report.get(key) or {}

@@ -23,3 +23,5 @@ def test_pages_benchmark_visits_every_page(tmp_path: Path):
     assert report["records"] == N and report["pages"] == pages and report["problems"] == []
     assert list(report["visits"]) == pages and all(len(v) == 1 and v[0]["s"] > 0 for v in report["visits"].values())
     assert all((out / f"pages-{page}.png").stat().st_size > 0 for page in pages)
+    again = report["restart_open"]  # the first page after a restart, the browser's cache kept
+    assert again["problems"] == [] and 0 < again["s"] < again["from_start_s"]
