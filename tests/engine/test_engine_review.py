@@ -168,5 +168,14 @@ def test_the_newest_contest_comes_first(store_url: str) -> None:
         first = q.contested[0]
         assert first.rationale == "a again" and first.contested_at == NOW + timedelta(hours=4)
         assert {c.ref for c in first.contesters} == {"ticket-a", "ticket-a2"}
+        # Seen redacted, records are listed after the others by id: when each was contested is
+        # in the audit a redacted view withholds.
+        m.import_records([fact(r, f"{r} secret", sensitivity="high") for r in ("x", "y")])
+        for hours, rid in ((5, "x"), (6, "y")):  # y contested last: newest first would put it first
+            when[0] = NOW + timedelta(hours=hours)
+            m.contest(rid, f"ticket-{rid}", ACTOR, "doubt")
+        q = m.review_queue(TrustContext(max_sensitivity="medium"), as_of=when[0])
+        assert [(i.record.id, i.record.redacted) for i in q.contested] == [
+            ("a", False), ("c", False), ("b", False), ("x", True), ("y", True)]
     finally:
         m.close()

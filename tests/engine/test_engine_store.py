@@ -66,8 +66,10 @@ def test_an_older_store_gets_this_engines_indexes_on_open(store_url):
     dropped), and the queries are planned on them rather than on scans of the rows."""
     m = _open(store_url)
     m.import_records(DOCS)
+    m.contest("s1", "ticket-7", "operator:ann", "disputed")
     with m.store.engine.begin() as conn:
         conn.execute(text("DROP INDEX ix_records_contested"))
+        conn.execute(text("DROP INDEX ix_audit_contests"))
         conn.execute(text("DROP INDEX ix_audit_ts_action"))
         conn.execute(text("CREATE INDEX ix_audit_ts ON audit_entries (ts)"))  # as older stores have it
     m.close()
@@ -77,11 +79,32 @@ def test_an_older_store_gets_this_engines_indexes_on_open(store_url):
         assert "ix_records_contested" in names
         audit_names = {ix["name"] for ix in inspect(again.store.engine).get_indexes("audit_entries")}
         assert "ix_audit_ts_action" in audit_names and "ix_audit_ts" not in audit_names
+        assert "ix_audit_contests" in audit_names
         if again.store.engine.dialect.name == "sqlite":
             with again.store.engine.connect() as conn:
                 plan = " ".join(str(r[-1]) for r in conn.execute(text(
                     "EXPLAIN QUERY PLAN SELECT id, sensitivity, scope FROM records WHERE status = 'contested'")))
                 assert "ix_records_contested" in plan, plan
+        # The review queue's newest contest per record, as the engine sends it, reads that index.
+        contests: list[tuple[str, object]] = []
+
+        def keep_contests(conn, cursor, statement, parameters, context, executemany):
+            if "contesting_ref" in statement:
+                contests.append((statement, parameters))
+
+        event.listen(again.store.engine, "before_cursor_execute", keep_contests)
+        try:
+            from membrane_engine import TrustContext
+
+            again.review_queue(TrustContext(max_sensitivity="hyper"))
+        finally:
+            event.remove(again.store.engine, "before_cursor_execute", keep_contests)
+        assert len(contests) == 1
+        if again.store.engine.dialect.name == "sqlite":
+            with again.store.engine.connect() as conn:
+                statement, parameters = contests[0]
+                plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
+            assert "ix_audit_contests" in plan, plan
         # The statement metrics send to count the entries after an instant, as the engine sends it.
         sent: list[tuple[str, object]] = []
 
