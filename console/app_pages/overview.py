@@ -111,7 +111,9 @@ with st.container(border=True):
     st.markdown("**Store**")
     st.code(m.url, language=None, wrap_lines=True)
     st.caption(f"Metrics at {format_time(key_time)[:16].replace('T', ' ')} UTC"
-               + (" (a past instant: only the records created and the audit entries written by then count)"
+               + (" (a past instant: only the records created and the audit entries written by then count; "
+                  "salience figures are S at that instant from each record's current anchor; a record's true "
+                  "past curve, from its audit trail, is on the Salience decay page)"
                   if as_of is not None and as_of < m.now() else "") + f" · change counter {seq:,}")
 
 row1 = st.columns(4)
