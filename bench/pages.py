@@ -129,6 +129,7 @@ def run(db: str, visits: int, out: Path, timeout: float, screenshots: bool = Tru
         # An operator's browser has the console's code from earlier days: the first page after a
         # restart on the same address, with this browser's cache, times the server's own start.
         port = server.port
+        con.page.goto("about:blank")  # an open tab would reconnect and rerun its page on its own
         server.stop()
         began = time.perf_counter()
         server.start(timeout=timeout, port=port)

@@ -109,6 +109,8 @@ def figure(graph: RetrieveGraphResponse, predicates: list[str] | None = None, he
                                    arrowcolor=PALETTE[(i + 6) % len(PALETTE)], standoff=9, opacity=0.7)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=plot_text(predicate, 40), hoverinfo="skip",
                                  line=dict(width=1.4, color=PALETTE[(i + 6) % len(PALETTE)])))
+    labelled = [n.record.id for n in graph.nodes if n.record.id in pos and is_labelled(n)]
+    where = label_positions({rid: pos[rid] for rid in labelled})
     groups: dict[str, list] = {}
     for n in graph.nodes:
         key = "redacted" if n.record.redacted else n.record.type.value
@@ -120,16 +122,41 @@ def figure(graph: RetrieveGraphResponse, predicates: list[str] | None = None, he
             x=[pos[n.record.id][0] for n in nodes], y=[pos[n.record.id][1] for n in nodes],
             mode="markers+text", name=f"{LOCK} redacted" if redacted else key,
             # Labels for the roots, entities and locked nodes; every node has its hover text.
-            text=[node_label(n.record, 22) if (n.root or redacted or n.record.type.value == "entity") else ""
-                  for n in nodes], textposition="top center", textfont=dict(size=11),
+            text=[node_label(n.record, 22) if is_labelled(n) else "" for n in nodes],
+            textposition=[where.get(n.record.id, "top center") for n in nodes], textfont=dict(size=11),
             hovertext=[hover(n.record, n.root, n.hop) for n in nodes], hoverinfo="text",
             marker=dict(size=[22 if n.root else 14 for n in nodes], symbol="square" if redacted else "circle",
                         color=REDACTED_COLOR if redacted else TYPE_COLORS.get(key, PALETTE[8]),
                         line=dict(width=[3 if n.root else 1 for n in nodes], color="#111827")),
         ))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
+    fig.update_xaxes(visible=False, range=padded([x for x, _ in pos.values()], 0.22))
+    fig.update_yaxes(visible=False, range=padded([y for _, y in pos.values()], 0.12))
     return tidy(fig, height=height, legend_below=True)
+
+
+def is_labelled(node) -> bool:
+    """Roots, entities and locked nodes carry a label; every node has its hover text."""
+    return node.root or node.record.redacted or node.record.type.value == "entity"
+
+
+def label_positions(points: dict[str, tuple[float, float]], near: float = 0.3) -> dict[str, str]:
+    """Above its node, or below when another labelled node sits just above it (labels are
+    wider than high: what collides is a neighbour at about the same x, a little higher)."""
+    out = {}
+    for rid, (x, y) in points.items():
+        crowded = any(0 < oy - y < near / 2 and abs(ox - x) < near
+                      for other, (ox, oy) in points.items() if other != rid)
+        out[rid] = "bottom center" if crowded else "top center"
+    return out
+
+
+def padded(values: list[float], share: float) -> list[float] | None:
+    """An axis range with room on both sides for the labels of the outermost nodes."""
+    if not values:
+        return None
+    lo, hi = min(values), max(values)
+    pad = max(hi - lo, 0.2) * share
+    return [lo - pad, hi + pad]
 
 
 def node_table(graph: RetrieveGraphResponse) -> pd.DataFrame:
