@@ -161,10 +161,14 @@ audit_entries = Table(
     # With the action: entries written after an instant are counted by action from the index
     # alone (metrics at a past instant), not by reading each entry's row.
     Index("ix_audit_ts_action", "ts", "action"),
+    # Newest first (ts, then seq) from the index: an import writes its entries at one instant,
+    # and ordering a million equal times by seq was a sort of all of them.
+    Index("ix_audit_ts_seq", "ts", "seq"),
     Index("ix_audit_actor", "actor"),
     Index("ix_audit_action", "action"),
 )
 ts_action_index = next(ix for ix in audit_entries.indexes if ix.name == "ix_audit_ts_action")
+ts_seq_index = next(ix for ix in audit_entries.indexes if ix.name == "ix_audit_ts_seq")
 # Contest entries (a few among millions): the review queue orders contested records by their
 # newest one without reading each record's other entries. Used only with this very condition.
 CONTEST_ENTRY = "details LIKE '%\"contesting_ref\"%'"
@@ -846,6 +850,7 @@ class Store:
                 access_log.create(conn, checkfirst=True)  # stores made before "who looked"
                 contested_index.create(conn, checkfirst=True)  # stores made before the review queue
                 contest_index.create(conn, checkfirst=True)  # and before it read contests by index
+                ts_seq_index.create(conn, checkfirst=True)  # stores made before the audit page read it
                 if _has_index(conn, "audit_entries", "ix_audit_ts"):  # stores made before it held the action
                     ts_action_index.create(conn, checkfirst=True)
                     conn.exec_driver_sql("DROP INDEX ix_audit_ts")
