@@ -175,7 +175,10 @@ with left:
     fig.update_yaxes(title="records")
     st.plotly_chart(style(fig, height=300), width="stretch", key="ov_hist")
     buckets = metrics["salience_distribution"]
-    st.dataframe(pd.DataFrame([buckets]), hide_index=True, width="stretch")
+    # Membrane's last band counts everything from 0.8 up, pinned records above 1 included.
+    st.dataframe(pd.DataFrame([buckets]), hide_index=True, width="stretch",
+                 column_config={"0.8-1.0": st.column_config.NumberColumn(
+                     "0.8 and above", help="S ≥ 0.8, records above 1 (pinned by an operator) included")})
 with right:
     st.subheader("Audit activity")
     activity = _activity(url, seq, metrics["total_audit_entries"], key_time.isoformat(), as_of is None)
