@@ -59,11 +59,34 @@ def test_reopening_an_existing_store(store_url):
         again.close()
 
 
+def sent_by(m: Membrane, markers: tuple[str, ...], call) -> list[tuple[str, object]]:
+    """The statements (with their parameters) containing every one of ``markers`` that ``call`` sends."""
+    sent: list[tuple[str, object]] = []
+
+    def keep(conn, cursor, statement, parameters, context, executemany):
+        if all(marker in statement for marker in markers):
+            sent.append((statement, parameters))
+
+    event.listen(m.store.engine, "before_cursor_execute", keep)
+    try:
+        call()
+    finally:
+        event.remove(m.store.engine, "before_cursor_execute", keep)
+    return sent
+
+
+def plan_of(m: Membrane, statement: str, parameters: object = ()) -> str:
+    """SQLite's query plan of ``statement``, as one line of text."""
+    with m.store.engine.connect() as conn:
+        return " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
+
+
 def test_an_older_store_gets_this_engines_indexes_on_open(store_url):
-    """The review queue finds contested records through a partial index, and metrics count the
-    entries after an instant by action from the (ts, action) index: a store opened by this
-    engine has both (a new one from the start, an older one built on open, its ts-only index
-    dropped), and the queries are planned on them rather than on scans of the rows."""
+    """The review queue finds contested records and their newest contests through partial
+    indexes, metrics count the entries after an instant by action from the (ts, action) index,
+    and the audit page reads the newest entries from the (ts, seq) index: a store opened by
+    this engine has them all (a new one from the start, an older one built on open, its ts-only
+    index dropped), and the queries are planned on them rather than on scans and sorts."""
     m = _open(store_url)
     m.import_records(DOCS)
     m.contest("s1", "ticket-7", "operator:ann", "disputed")
@@ -81,54 +104,22 @@ def test_an_older_store_gets_this_engines_indexes_on_open(store_url):
         audit_names = {ix["name"] for ix in inspect(again.store.engine).get_indexes("audit_entries")}
         assert "ix_audit_ts_action" in audit_names and "ix_audit_ts" not in audit_names
         assert "ix_audit_contests" in audit_names and "ix_audit_ts_seq" in audit_names
-        if again.store.engine.dialect.name == "sqlite":  # the audit page's newest entries: no sort
-            with again.store.engine.connect() as conn:
-                plan = " ".join(str(r[-1]) for r in conn.execute(text(
-                    "EXPLAIN QUERY PLAN SELECT seq FROM audit_entries ORDER BY ts DESC, seq DESC LIMIT 50")))
-            assert "ix_audit_ts_seq" in plan and "TEMP B-TREE" not in plan, plan
+        from membrane_engine import TrustContext
+
+        # The statements as the engine sends them: the review queue's newest contest per record,
+        # and the metrics' count of the entries after an instant.
+        [contests] = sent_by(again, ("contesting_ref",), lambda: again.review_queue(TrustContext(max_sensitivity="hyper")))
+        [after] = sent_by(again, ("GROUP BY", "ts >"), lambda: again.metrics(as_of=later(-DAY)))
+        # Each planned on its index (PostgreSQL's planner scans tables this small whatever the
+        # indexes, so the plans are SQLite's).
         if again.store.engine.dialect.name == "sqlite":
-            with again.store.engine.connect() as conn:
-                plan = " ".join(str(r[-1]) for r in conn.execute(text(
-                    "EXPLAIN QUERY PLAN SELECT id, sensitivity, scope FROM records WHERE status = 'contested'")))
-                assert "ix_records_contested" in plan, plan
-        # The review queue's newest contest per record, as the engine sends it, reads that index.
-        contests: list[tuple[str, object]] = []
-
-        def keep_contests(conn, cursor, statement, parameters, context, executemany):
-            if "contesting_ref" in statement:
-                contests.append((statement, parameters))
-
-        event.listen(again.store.engine, "before_cursor_execute", keep_contests)
-        try:
-            from membrane_engine import TrustContext
-
-            again.review_queue(TrustContext(max_sensitivity="hyper"))
-        finally:
-            event.remove(again.store.engine, "before_cursor_execute", keep_contests)
-        assert len(contests) == 1
-        if again.store.engine.dialect.name == "sqlite":
-            with again.store.engine.connect() as conn:
-                statement, parameters = contests[0]
-                plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
-            assert "ix_audit_contests" in plan, plan
-        # The statement metrics send to count the entries after an instant, as the engine sends it.
-        sent: list[tuple[str, object]] = []
-
-        def keep(conn, cursor, statement, parameters, context, executemany):
-            if "GROUP BY" in statement and "ts >" in statement:
-                sent.append((statement, parameters))
-
-        event.listen(again.store.engine, "before_cursor_execute", keep)
-        try:
-            assert again.metrics(as_of=later(-DAY))["total_audit_entries"] == 0  # every entry came later
-        finally:
-            event.remove(again.store.engine, "before_cursor_execute", keep)
-        assert len(sent) == 1
-        if again.store.engine.dialect.name == "sqlite":
-            with again.store.engine.connect() as conn:
-                statement, parameters = sent[0]
-                plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
-            assert "COVERING INDEX ix_audit_ts_action" in plan, plan
+            newest_first = plan_of(again, "SELECT seq FROM audit_entries ORDER BY ts DESC, seq DESC LIMIT 50")
+            assert "ix_audit_ts_seq" in newest_first and "TEMP B-TREE" not in newest_first, newest_first
+            contested = "SELECT id, sensitivity, scope FROM records WHERE status = 'contested'"
+            assert "ix_records_contested" in plan_of(again, contested)
+            assert "ix_audit_contests" in plan_of(again, *contests)
+            assert "COVERING INDEX ix_audit_ts_action" in plan_of(again, *after)
+        assert again.metrics(as_of=later(-DAY))["total_audit_entries"] == 0  # every entry came later
     finally:
         again.close()
 
