@@ -68,4 +68,3 @@ with st.sidebar:
 # ends as a message, not a traceback.
 with engine_call():
     navigation.run()
-state.script_ran()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 
 import streamlit as st
 
@@ -41,15 +40,6 @@ def membrane() -> Membrane:
         show_error(exc, "The memory store cannot be opened")
         st.stop()
     raise AssertionError("unreachable")
-
-
-# Set when a script run of this server process has finished (a page or the sign-in page): the
-# console's prewarm loads what only ranked pages need after it, not against the first page.
-FIRST_RUN_DONE = threading.Event()
-
-
-def script_ran() -> None:
-    FIRST_RUN_DONE.set()
 
 
 def _without_password(url: str) -> str:
