@@ -191,10 +191,11 @@ def test_audit_names_a_retract_shows_before_and_after_and_links_each_record(stor
     revise = other[other["action"] == "revise"].iloc[0]
     assert revise["before"] == 'scope: ""; sensitivity: low; tags: ["a"]'
     assert revise["after"] == 'scope: team; sensitivity: medium; tags: ["a", "b"]'
-    # The activity chart colours each action as every other chart does.
+    # The activity chart names the retract a retract (not the delete it is stored as) and
+    # colours each action as every other chart does.
     spec = next(json.loads(el.proto.spec) for el in at.get("plotly_chart") if "audit_activity" in el.proto.id)
     assert {t["name"]: t["marker"]["color"] for t in spec["data"]} == {
-        name: ACTION_COLORS[name] for name in ("create", "reinforce", "revise", "delete")}
+        name: ACTION_COLORS[name] for name in ("create", "reinforce", "revise", "retract")}
 
 
 def test_audit_timeline_and_csv_carry_before_and_after(store):
