@@ -20,9 +20,7 @@ import threading
 import weakref
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Integer, cast, func, select
 

@@ -17,7 +17,7 @@ from console.components.time_input import as_of_input
 from console.components.words import ACTION_COLORS, plural
 from membrane_engine import Membrane
 from membrane_engine.lookups import audit_activity, sample_loaded_at
-from membrane_engine.metrics import store_breakdown
+from membrane_engine.metrics import BUCKETS, store_breakdown
 from membrane_engine.schema import format_time, parse_time
 
 signed_in()  # counts by label only: no record content on this page, whatever the clearance
@@ -177,7 +177,7 @@ with left:
     buckets = metrics["salience_distribution"]
     # Membrane's last band counts everything from 0.8 up, pinned records above 1 included.
     st.dataframe(pd.DataFrame([buckets]), hide_index=True, width="stretch",
-                 column_config={"0.8-1.0": st.column_config.NumberColumn(
+                 column_config={BUCKETS[-1]: st.column_config.NumberColumn(
                      "0.8 and above", help="S ≥ 0.8, records above 1 (pinned by an operator) included")})
 with right:
     st.subheader("Audit activity")
