@@ -16,6 +16,7 @@ the threshold is found by bisection on the records that are below it at the hori
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -117,16 +118,33 @@ def _contest_refs(conn, ids: list[str]) -> dict[str, list[tuple[str, datetime, s
                     audit_entries.c.rationale)
              .where(audit_entries.c.record_id.in_(chunk)).order_by(audit_entries.c.record_id, audit_entries.c.position))
         for rid, action, details, ts, rationale in conn.execute(q):
-            if action != AuditAction.REVISE.value or not details or "contesting_ref" not in details:
+            if action != AuditAction.REVISE.value:
                 continue
-            try:
-                parsed = json.loads(details)
-            except ValueError:
-                continue
-            if isinstance(parsed, dict) and "contesting_ref" in parsed:
-                out.setdefault(rid, []).append((str(parsed["contesting_ref"] or ""),
-                                                datetime.fromtimestamp(ts, UTC), rationale))
+            ref = _contest_ref(details, rationale)
+            if ref is not None:
+                out.setdefault(rid, []).append((ref, datetime.fromtimestamp(ts, UTC), rationale))
     return out
+
+
+_CONTESTED_BY = re.compile(r"contested by (\S+): ")
+
+
+def _contest_ref(details: str | None, rationale: str) -> str | None:
+    """What a revise entry says contests its record ("" for no reference), or None when it is
+    not a contest entry. Its details say so where this engine wrote it; an entry that came
+    through Membrane's format has only its rationale ("contested by REF: ..." or "contested: ...",
+    as this engine words it: ``store.CONTEST_ENTRY``)."""
+    if details and "contesting_ref" in details:
+        try:
+            parsed = json.loads(details)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and "contesting_ref" in parsed:
+            return str(parsed["contesting_ref"] or "")
+    found = _CONTESTED_BY.match(rationale or "")
+    if found:
+        return found.group(1)
+    return "" if (rationale or "").startswith("contested: ") else None
 
 
 def _newest_contest(conn) -> dict[str, float]:

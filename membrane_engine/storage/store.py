@@ -171,9 +171,14 @@ ts_action_index = next(ix for ix in audit_entries.indexes if ix.name == "ix_audi
 ts_seq_index = next(ix for ix in audit_entries.indexes if ix.name == "ix_audit_ts_seq")
 # Contest entries (a few among millions): the review queue orders contested records by their
 # newest one without reading each record's other entries. Used only with this very condition.
-CONTEST_ENTRY = "details LIKE '%\"contesting_ref\"%'"
-contest_index = Index("ix_audit_contests", audit_entries.c.record_id, audit_entries.c.ts,
+# An entry is one by its details (as this engine writes it) or by its rationale alone, which is
+# all that is left of it after a round trip through Membrane's format (entries carry no details;
+# substr, not LIKE, which SQLite compares without case and PostgreSQL with it).
+CONTEST_ENTRY = ("(details LIKE '%\"contesting_ref\"%' OR (action = 'revise'"
+                 " AND (substr(rationale, 1, 13) = 'contested by ' OR substr(rationale, 1, 11) = 'contested: ')))")
+contest_index = Index("ix_audit_contest_entries", audit_entries.c.record_id, audit_entries.c.ts,
                       sqlite_where=text(CONTEST_ENTRY), postgresql_where=text(CONTEST_ENTRY))
+_OLD_CONTEST_INDEX = "ix_audit_contests"  # details only: entries imported from Membrane's format were missed
 
 archive = Table(
     "archive",
@@ -849,6 +854,8 @@ class Store:
                 metadata.create_all(conn, tables=OPERATOR_TABLES)
                 access_log.create(conn, checkfirst=True)  # stores made before "who looked"
                 contested_index.create(conn, checkfirst=True)  # stores made before the review queue
+                if _has_index(conn, "audit_entries", _OLD_CONTEST_INDEX):
+                    conn.exec_driver_sql(f"DROP INDEX {_OLD_CONTEST_INDEX}")
                 contest_index.create(conn, checkfirst=True)  # and before it read contests by index
                 ts_seq_index.create(conn, checkfirst=True)  # stores made before the audit page read it
                 if _has_index(conn, "audit_entries", "ix_audit_ts"):  # stores made before it held the action

@@ -373,7 +373,7 @@ def test_a_line_whose_numbers_grow_past_the_limit_when_written_is_refused(tmp_pa
 # --------------------------------------------------------------------------- PostgreSQL: indexes built after
 
 _SECONDARY = {"ix_records_gate", "ix_records_scope", "ix_records_created", "ix_records_contested",
-              "ix_audit_ts_action", "ix_audit_actor", "ix_audit_action", "ix_audit_contests",
+              "ix_audit_ts_action", "ix_audit_actor", "ix_audit_action", "ix_audit_contest_entries",
               "ix_audit_ts_seq"}
 
 

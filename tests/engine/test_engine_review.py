@@ -179,3 +179,31 @@ def test_the_newest_contest_comes_first(store_url: str) -> None:
             ("a", False), ("c", False), ("b", False), ("x", True), ("y", True)]
     finally:
         m.close()
+
+
+def test_contest_entries_known_by_their_rationale_alone(m: Membrane) -> None:
+    """Records that came through Membrane's format carry their audit entries without details:
+    a contest entry is then known by the rationale this engine words it with, so the queue still
+    says when, why and by what each was contested, and orders them by it. A revise that is not a
+    contest is not taken for one."""
+    def contested(rid: str, entries: list[tuple[str, str]]) -> dict:
+        doc = fact(rid, f"{rid} claim")
+        doc["payload"]["revision"] = {"status": "contested"}
+        doc["audit_log"] = [{"action": "create", "actor": "agent", "timestamp": "2026-02-01T00:00:00Z",
+                             "rationale": "observed"}]
+        doc["audit_log"] += [{"action": "revise", "actor": ACTOR, "timestamp": ts, "rationale": why}
+                             for ts, why in entries]
+        return doc
+
+    m.import_records([
+        contested("old", [("2026-02-10T09:00:00Z", "contested by ticket-1: first report")]),
+        contested("new", [("2026-02-12T09:00:00Z", "contested: no source given"),
+                          ("2026-02-20T09:00:00Z", "tightened the wording")]),  # a revise, not a contest
+    ])
+    q = m.review_queue(ALL)
+    assert [i.record.id for i in q.contested] == ["new", "old"]
+    new, old = q.contested
+    assert (new.contested_at, new.rationale) == (datetime(2026, 2, 12, 9, tzinfo=timezone.utc), "no source given")
+    assert (old.contested_at, old.rationale) == (datetime(2026, 2, 10, 9, tzinfo=timezone.utc), "first report")
+    assert [(c.ref, c.via) for c in old.contesters] == [("ticket-1", ("audit",))]
+    assert new.contesters == ()

@@ -92,7 +92,10 @@ def test_an_older_store_gets_this_engines_indexes_on_open(store_url):
     m.contest("s1", "ticket-7", "operator:ann", "disputed")
     with m.store.engine.begin() as conn:
         conn.execute(text("DROP INDEX ix_records_contested"))
-        conn.execute(text("DROP INDEX ix_audit_contests"))
+        conn.execute(text("DROP INDEX ix_audit_contest_entries"))
+        # as stores had it before contest entries were also known by their rationale
+        conn.execute(text("CREATE INDEX ix_audit_contests ON audit_entries (record_id, ts) "
+                          "WHERE details LIKE '%\"contesting_ref\"%'"))
         conn.execute(text("DROP INDEX ix_audit_ts_seq"))
         conn.execute(text("DROP INDEX ix_audit_ts_action"))
         conn.execute(text("CREATE INDEX ix_audit_ts ON audit_entries (ts)"))  # as older stores have it
@@ -103,7 +106,8 @@ def test_an_older_store_gets_this_engines_indexes_on_open(store_url):
         assert "ix_records_contested" in names
         audit_names = {ix["name"] for ix in inspect(again.store.engine).get_indexes("audit_entries")}
         assert "ix_audit_ts_action" in audit_names and "ix_audit_ts" not in audit_names
-        assert "ix_audit_contests" in audit_names and "ix_audit_ts_seq" in audit_names
+        assert "ix_audit_contest_entries" in audit_names and "ix_audit_ts_seq" in audit_names
+        assert "ix_audit_contests" not in audit_names
         from membrane_engine import TrustContext
 
         # The statements as the engine sends them: the review queue's newest contest per record,
@@ -117,7 +121,7 @@ def test_an_older_store_gets_this_engines_indexes_on_open(store_url):
             assert "ix_audit_ts_seq" in newest_first and "TEMP B-TREE" not in newest_first, newest_first
             contested = "SELECT id, sensitivity, scope FROM records WHERE status = 'contested'"
             assert "ix_records_contested" in plan_of(again, contested)
-            assert "ix_audit_contests" in plan_of(again, *contests)
+            assert "ix_audit_contest_entries" in plan_of(again, *contests)
             assert "COVERING INDEX ix_audit_ts_action" in plan_of(again, *after)
         assert again.metrics(as_of=later(-DAY))["total_audit_entries"] == 0  # every entry came later
     finally:
