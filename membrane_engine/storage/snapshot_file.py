@@ -5,7 +5,7 @@ A snapshot is an accelerator, never a source of truth. It is used only when all 
 (anything else is ignored and the store is loaded in full, as without one):
 - the file is a regular file of this user, readable and writable by nobody else (mode 0600, in a
   directory of mode 0700), not a symbolic link;
-- its MAC is right: keyed BLAKE2b over every byte before it, with a key kept in the store's
+- its MAC is right: HMAC-SHA256 over every byte before it, with a key kept in the store's
   ``meta`` table (``store.SNAPSHOT_KEY``), so whoever can write the file but cannot read the
   store cannot make one the cache accepts, and a truncated or corrupted file fails;
 - it is of this store (the store id it names is the store's) at a change the store's log still
@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 
 MAGIC = b"membrane column snapshot\n"
-VERSION = 1
+VERSION = 2  # a file of another version (1: keyed BLAKE2b) is ignored, and written anew
 MAC_SIZE = 32
-_PERSON = b"membrane-columns"  # BLAKE2b personalization: this key signs nothing else
+_DOMAIN = b"membrane-columns\0"  # the MAC's first bytes: what this key signs, and nothing else
 _CHUNK = 1 << 22
 
 
@@ -44,7 +44,7 @@ class SnapshotRejected(Exception):
 
 
 def _mac(key: bytes) -> Any:
-    return hashlib.blake2b(key=key, digest_size=MAC_SIZE, person=_PERSON)
+    return hmac.new(key, _DOMAIN, hashlib.sha256)
 
 
 def private_dir(directory: Path) -> None:

@@ -183,6 +183,9 @@ def _tamper(path: Path, how: str) -> None:
     elif how == "forged":  # a changed column under a MAC made without the store's key
         data[len(data) // 2] ^= 0x01
         data[-snapshot_file.MAC_SIZE:] = _mac_of(bytes(data[:-snapshot_file.MAC_SIZE]), os.urandom(32))
+    elif how == "old-version":  # as an earlier engine wrote it (a BLAKE2b MAC)
+        at = data.index(b'"version":%d' % snapshot_file.VERSION)
+        data[at:at + 11] = b'"version":1'
     elif how == "header":
         # another change number in the header (say, to make it look current), same length
         at = data.index(b'"seq":400')
@@ -202,6 +205,7 @@ def _mac_of(body: bytes, key: bytes) -> bytes:
     ("corrupted", "its MAC does not match"),
     ("forged", "its MAC does not match"),
     ("header", "the store's change 399 is not the one it was made at"),
+    ("old-version", "of another version"),
 ])
 def test_a_damaged_or_forged_snapshot_is_ignored(store, tmp_path, how, reason):
     where = tmp_path / "snapshots"
