@@ -128,10 +128,12 @@ class Membrane(CurationMixin):
         return membrane
 
     def warm(self) -> None:
-        """Load what the first requests would otherwise wait for: the column cache, every stored
-        ranking vector (one scan) and the entity names graph roots are matched by (one scan).
+        """Load what the first requests would otherwise wait for: the column cache and its id
+        index, every stored ranking vector (one scan) and the entity names graph roots are
+        matched by (one scan).
         A console server does it as it starts (``membrane-console``'s prewarm)."""
         snap = self.columns.current()
+        self.columns.index_ids()
         if self.vectors is not None:
             self.vectors.load(snap)
         self.entity_terms.load(snap)

@@ -18,7 +18,9 @@ one before, so keeping the cache current costs about what changed, not the size 
   last_reinforced_at, not the other dozen columns) and every other column is shared with the
   previous snapshot. Nothing a snapshot that anyone holds can read is ever written.
 - ``row_of`` (id -> row) is one dict shared by all snapshots (rows are only ever added, never
-  moved), seen through a ``RowIndex`` that hides rows beyond the snapshot's ``n``.
+  moved), seen through a ``RowIndex`` that hides rows beyond the snapshot's ``n``. It is built
+  on its first use, not with the columns: at a million rows it costs half a second, which the
+  pages that only count and chart over the columns (the first page after a start) never need.
 """
 
 from __future__ import annotations
@@ -70,17 +72,21 @@ class RowIndex(Mapping):
     """id -> row for one snapshot: a view of the dict all snapshots share, limited to the rows
     that existed when the snapshot was taken."""
 
-    __slots__ = ("_rows", "_n")
+    __slots__ = ("_cols", "_n")
 
-    def __init__(self, rows: dict[str, int], n: int):
-        self._rows = rows
+    def __init__(self, cols: "_Columns", n: int):
+        self._cols = cols
         self._n = n
+
+    @property
+    def _rows(self) -> dict[str, int]:
+        return self._cols.row_of
 
     @property
     def load(self) -> dict[str, int]:
         """The dict every snapshot of one load of the cache shares: the same object until the
         cache loads the store anew (row numbers stay valid that long)."""
-        return self._rows
+        return self._cols.row_of
 
     def get(self, key, default=None):
         i = self._rows.get(key)
@@ -208,17 +214,36 @@ class _Columns:
     """The buffers behind the newest snapshot (only the cache, under its lock, touches these)."""
 
     def __init__(self, buffers: dict[str, np.ndarray], n: int, scope_names: list[str],
-                 custom: dict[int, tuple[tuple[float, float], ...]], row_of: dict[str, int],
+                 custom: dict[int, tuple[tuple[float, float], ...]], row_of: dict[str, int] | None = None,
                  tag_sets: TagSets | None = None):
+        """``row_of``: id -> row of the ``n`` rows, or None to build it from their ids when first
+        asked for (``row_of``)."""
         self.buffers = buffers
         self.tag_sets = tag_sets if tag_sets is not None else TagSets()
         self.n = n
         self.scope_names = scope_names
         self.scope_index = {s: i for i, s in enumerate(scope_names)}
         self.custom = custom
-        self.row_of = row_of
+        self._row_of = row_of
+        self._rows_from = n  # rows whose ids the dict is built from; later ones are added to it
+        self._row_lock = threading.Lock()
         self.views: dict[str, np.ndarray] = {}
         self._curves: tuple[dict, CustomCurves] | None = None
+
+    @property
+    def row_of(self) -> dict[str, int]:
+        """id -> row, shared by every snapshot of this load (rows are only ever added)."""
+        rows = self._row_of
+        if rows is None:
+            with self._row_lock:
+                if self._row_of is None:
+                    ids = self.buffers["ids"][:self._rows_from].tolist()
+                    built = dict(zip(ids, range(len(ids))))
+                    if len(built) != len(ids):  # a snapshot file's ids are checked here, on first use
+                        raise ValueError("the column cache holds an id twice")
+                    self._row_of = built
+                rows = self._row_of
+        return rows
 
     def curves(self) -> CustomCurves:
         """``custom`` as arrays, converted again only when ``custom`` was replaced (a write to a
@@ -247,7 +272,7 @@ class _Columns:
             scope_code=v["scope_code"], scope_names=self.scope_names, confidence=v["confidence"],
             created_at=v["created_at"], decay=decay, policy=v["policy"],
             last_reinforced_at=v["last_reinforced_at"], success_signal=v["success_signal"],
-            row_of=RowIndex(self.row_of, n), runs=v["runs"], success_rate=v["success_rate"], gate=v["gate"],
+            row_of=RowIndex(self, n), runs=v["runs"], success_rate=v["success_rate"], gate=v["gate"],
             tagset=v["tagset"], tag_sets=self.tag_sets, tag_sets_n=len(self.tag_sets.texts),
         )
 
@@ -381,9 +406,7 @@ def _load(store: Store, conn) -> _Columns:
         position = np.empty(n, dtype=np.int64)
         position[order] = np.arange(n)
         custom = {int(position[row]): points for row, points in custom.items()}
-    ids = buffers["ids"][:n].tolist()
-    row_of = dict(zip(ids, range(n)))
-    return _Columns(buffers, n, scope_names, custom, row_of, tag_sets)
+    return _Columns(buffers, n, scope_names, custom, None, tag_sets)
 
 
 @dataclass
@@ -733,6 +756,15 @@ class ColumnCache:
         self._saver = threading.Thread(target=save, name="membrane-column-snapshot", daemon=True)
         self._saver.start()
 
+    def index_ids(self) -> None:
+        """Build the id -> row index of the current load now (it is otherwise built by the first
+        look-up by id; ``Membrane.warm`` and the console's prewarm call this)."""
+        self.current()
+        with self._swap:
+            cols = self._columns
+        if cols is not None:
+            cols.row_of  # noqa: B018  (the property builds it)
+
     @property
     def snapshot_dir(self) -> Path | None:
         """The directory of this store's persisted snapshot (None: none is kept)."""
@@ -819,10 +851,7 @@ def _columns_from(header: dict, columns: dict[str, np.ndarray], ids: list[str]) 
     v = {name: buf[:n] for name, buf in buffers.items()}
     v["gate"][:] = np.where(v["alive"], gate_codes(v["type_code"], v["sens_level"], v["scope_code"]), DEAD)
     v["path"][:] = decay_path(v["curve"], v["pinned"], v["max_age"])
-    row_of = dict(zip(ids, range(n)))
-    if len(row_of) != n:
-        raise ValueError("an id twice")
-    return _Columns(buffers, n, scope_names, custom, row_of, tag_sets)
+    return _Columns(buffers, n, scope_names, custom, None, tag_sets)
 
 
 def _ref_counts(cache: ColumnCache, names: set[str]) -> dict[str, int]:
