@@ -66,5 +66,8 @@ with st.sidebar:
 
 # A MembraneError a page did not handle (the store locked, gone or unreachable mid-session)
 # ends as a message, not a traceback.
-with engine_call():
-    navigation.run()
+try:
+    with engine_call():
+        navigation.run()
+finally:  # also when the page stopped or handed over (st.stop, st.switch_page)
+    state.script_ran()

@@ -99,6 +99,9 @@ def gate(paths: list[str] = ()) -> Operator:
         st.navigation([st.Page(_sign_in_page, title="Sign in", url_path="signin", default=True)]
                       + [st.Page(_sign_in_page, title="Sign in", url_path=p) for p in paths if p != "signin"],
                       position="hidden").run()
+        from console import state
+
+        state.script_ran()
         st.stop()
     return operator  # type: ignore[return-value]
 

@@ -22,6 +22,8 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # The most a file upload may weigh (MB): the import page parses it in memory.
 MAX_UPLOAD_MB = 50
 PREWARM_THREAD = "membrane-prewarm"
+FIRST_PAGE_WAIT = 20.0  # seconds the vectors wait for the first page before loading anyway
+QUIET_BEFORE_WARM = 3.0  # seconds without a finished script run: the browser has drawn the page
 
 
 def prewarm(url: str) -> None:
@@ -30,8 +32,9 @@ def prewarm(url: str) -> None:
     million records that load takes seconds (about one from the cache's snapshot file). Then
     what the first pages count over the whole audit log (entries by action, and by hour for the
     activity charts: seconds at millions of entries, then kept current per process), the
-    libraries they draw with, and last the ranking vectors and entity names. A store that cannot be opened is reported here, in the terminal,
-    as well as on the pages."""
+    libraries they draw with, and last, once the first page is drawn, the ranking vectors and
+    entity names. A store that cannot be opened is reported here, in the terminal, as well as on
+    the pages."""
     # Streamlit warns once per call that this thread runs no script; that is the point of it.
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         lambda record: record.threadName != PREWARM_THREAD)
@@ -46,8 +49,14 @@ def prewarm(url: str) -> None:
         audit_activity(m)  # and by hour (membrane_engine.activity)
         import pandas  # noqa: F401  (the first st.dataframe would import it)
         import plotly.graph_objects  # noqa: F401  (and the first chart this)
-        # Last, what only ranked pages need (seconds at a million records): the first page, the
-        # overview, must not wait behind it.
+        # Once the first page has run: the id -> row index (half a second at 1M), which the next
+        # pages' look-ups by id would otherwise wait for. Then, once the browser has drawn it, what
+        # only ranked pages need (seconds of CPU at 1M): loaded beside the first page, it took
+        # half of the server's CPU and slowed the browser's drawing. A ranked page opened first
+        # loads its vectors itself; with nobody visiting, they load after a while.
+        state.FIRST_RUN_DONE.wait(timeout=FIRST_PAGE_WAIT)
+        m.columns.index_ids()
+        state.wait_until_quiet(QUIET_BEFORE_WARM, timeout=FIRST_PAGE_WAIT)
         m.warm()  # ranking vectors, entity names
     except Exception as exc:
         # The pages show it too, but whoever started the console is looking at this terminal.

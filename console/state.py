@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
+import time
 
 import streamlit as st
 
@@ -40,6 +42,32 @@ def membrane() -> Membrane:
         show_error(exc, "The memory store cannot be opened")
         st.stop()
     raise AssertionError("unreachable")
+
+
+# Script runs of this server process, for the console's prewarm: it loads what only ranked pages
+# need once the first page is drawn, not against it (at a million records, loaded beside that
+# page, it took half of the server's CPU and kept the browser from drawing).
+FIRST_RUN_DONE = threading.Event()  # a script run (a page or the sign-in page) has finished
+_last_run_end = 0.0  # time.monotonic() when the last one finished
+
+
+def script_ran() -> None:
+    global _last_run_end
+    _last_run_end = time.monotonic()
+    FIRST_RUN_DONE.set()
+
+
+def wait_until_quiet(quiet: float, timeout: float) -> bool:
+    """Until a page has been drawn and no script run has finished for ``quiet`` seconds (the
+    browser drawing what the last run sent), or ``timeout`` seconds in all; whether it got quiet."""
+    deadline = time.monotonic() + timeout
+    if not FIRST_RUN_DONE.wait(timeout):
+        return False
+    while (left := quiet - (time.monotonic() - _last_run_end)) > 0:
+        if time.monotonic() + left > deadline:
+            return False
+        time.sleep(min(left, 0.25))
+    return True
 
 
 def _without_password(url: str) -> str:

@@ -3,6 +3,8 @@ the very cache entry the pages use (console.state._open), so the first page does
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +31,9 @@ def test_prewarm_fills_the_cached_engine_the_pages_use(tmp_path: Path, monkeypat
     monkeypatch.setattr(Membrane, "open", classmethod(lambda cls, *a, **k: opened.append(a) or real_open(*a, **k)))
     monkeypatch.setattr(ColumnCache, "current", lambda self: loads.append(self) or real_current(self))
 
+    monkeypatch.setattr(state, "FIRST_RUN_DONE", threading.Event())
+    monkeypatch.setattr(cli, "QUIET_BEFORE_WARM", 0.0)
+    state.script_ran()  # a page has been drawn: nothing to wait for
     cli.prewarm(url)
     assert len(opened) == 1 and loads and all(cache is loads[0] for cache in loads)
     m = state._open(url)  # what a page gets: the prewarmed engine, not a second one
@@ -36,6 +41,46 @@ def test_prewarm_fills_the_cached_engine_the_pages_use(tmp_path: Path, monkeypat
     from membrane_engine import activity
 
     assert m in activity._OF  # the audit activity the first pages chart is counted too
+
+
+def test_prewarm_loads_the_ranking_vectors_once_the_first_page_is_drawn(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loaded beside the first page, the vectors (seconds of CPU at 1M) halved what that page got
+    and slowed the browser's drawing: they wait for a finished script run and then for quiet
+    (no run finishing for QUIET_BEFORE_WARM seconds). The id index comes first, at the first run."""
+    url = f"sqlite:///{tmp_path / 'membrane.db'}"
+    Membrane.open(url, load_sample=False).close()
+    warmed: list[bool] = []  # whether the id index was built when the vectors began to load
+    monkeypatch.setattr(Membrane, "warm", lambda self: warmed.append(self.columns._columns._row_of is not None))
+    monkeypatch.setattr(state, "FIRST_RUN_DONE", threading.Event())
+    monkeypatch.setattr(cli, "QUIET_BEFORE_WARM", 1.0)
+    thread = threading.Thread(target=cli.prewarm, args=(url,), daemon=True)
+    thread.start()
+    from membrane_engine import activity
+
+    deadline = time.monotonic() + 30
+    while not any(m.url.endswith("membrane.db") for m in list(activity._OF)) and time.monotonic() < deadline:
+        time.sleep(0.02)  # until the overview's needs are loaded
+    time.sleep(0.5)
+    assert not warmed  # the vectors wait for the first page
+    state.script_ran()
+    time.sleep(0.6)
+    state.script_ran()  # a second run (the page reran itself): quiet counts from here
+    time.sleep(0.6)
+    assert not warmed and thread.is_alive()
+    thread.join(30)
+    assert warmed == [True] and not thread.is_alive()
+
+
+def test_waiting_for_quiet_gives_up_after_its_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(state, "FIRST_RUN_DONE", threading.Event())
+    began = time.monotonic()
+    assert not state.wait_until_quiet(0.1, timeout=0.3)  # no page was ever drawn
+    state.script_ran()
+    assert state.wait_until_quiet(0.1, timeout=5)
+    state.script_ran()
+    assert not state.wait_until_quiet(10, timeout=0.3)  # runs keep finishing: not quiet in time
+    assert time.monotonic() - began < 3
 
 
 def test_prewarm_says_in_the_terminal_when_the_store_cannot_be_opened(tmp_path: Path, capsys) -> None:
