@@ -182,9 +182,9 @@ def trust_context_form(key: str, scopes_available: list[str], defaults: dict | N
         help="Records at or below this level are visible in full; one level above, redacted (metadata only)")
     scopes = st.multiselect("Scopes", options, key=f"{key}_scopes",
                             help="Empty means every scope is allowed. Unscoped records are always visible")
-    col1, col2 = st.columns([3, 2])
-    actor_id = col1.text_input("Actor id", key=f"{key}_actor_id")
-    authenticated = col2.checkbox("Authenticated", key=f"{key}_authenticated")
+    # One above the other: side by side, the checkbox's label was cut in the Graph page's narrow column.
+    actor_id = st.text_input("Actor id", key=f"{key}_actor_id")
+    authenticated = st.checkbox("Authenticated", key=f"{key}_authenticated")
     if not scopes:
         st.warning("No scopes selected: this context sees every scope.", icon=":material/warning:")
     return TrustContext(max_sensitivity=max_sensitivity, authenticated=authenticated, actor_id=actor_id, scopes=scopes)
