@@ -109,7 +109,7 @@ if loaded is not None:
 
 with st.container(border=True):
     st.markdown("**Store**")
-    st.code(m.url, language=None, wrap_lines=True)
+    st.text(m.url)  # not st.code: its highlighter was a ninth of the browser's work on this page
     st.caption(f"Metrics at {format_time(key_time)[:16].replace('T', ' ')} UTC"
                + (" (a past instant: only the records created and the audit entries written by then count; "
                   "salience figures are S at that instant from each record's current anchor; a record's true "

@@ -101,7 +101,7 @@ def test_overview_shows_engine_metrics_and_charts(engine: Membrane) -> None:
     # The heatmap holds the type x sensitivity counts (the store has episodic/low records).
     heat = charts[0].proto.spec
     assert '"Heatmap"' in heat or '"heatmap"' in heat
-    assert engine.url in [c.value for c in at.code]
+    assert engine.url in [t.value for t in at.text]
 
 
 def test_overview_salience_follows_as_of(engine: Membrane) -> None:
