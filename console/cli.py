@@ -47,6 +47,9 @@ def prewarm(url: str) -> None:
 
         m.metrics()  # counts the audit entries by action (metrics.ActionCounts)
         audit_activity(m)  # and by hour (membrane_engine.activity)
+        from console.components import overview_data
+
+        overview_data.count_now(m)  # the overview's numbers, in the cache the page reads
         import pandas  # noqa: F401  (the first st.dataframe would import it)
         import plotly.graph_objects  # noqa: F401  (and the first chart this)
         # Once the first page has run: the id -> row index (half a second at 1M), which the next

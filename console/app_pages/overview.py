@@ -9,50 +9,20 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console import state
+from console.components import overview_data as counted
 from console.components.clearance import signed_in
 from console.components.charts import SENSITIVITY_ORDER, style
 from console.components.chart_safety import plot_text
 from console.components.safe import md
 from console.components.time_input import as_of_input
 from console.components.words import ACTION_COLORS, plural
-from membrane_engine import Membrane
-from membrane_engine.lookups import audit_activity, sample_loaded_at
-from membrane_engine.metrics import BUCKETS, store_breakdown
+from membrane_engine.metrics import BUCKETS
 from membrane_engine.schema import format_time, parse_time
 
 signed_in()  # counts by label only: no record content on this page, whatever the clearance
 m = state.membrane()
 MAX_SCOPES = 15  # bars in the scope chart: each keeps a readable label
 CHART_HEIGHT = 400
-
-
-def _store_key(m: Membrane) -> tuple[str, int]:
-    return m.url, m.columns.current().seq
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _metrics(url: str, seq: int, key_iso: str, now: bool) -> dict:
-    # "Now" is keyed by the minute but computed at the moment itself: an entry written seconds
-    # ago is counted (the store's change counter refreshes the key on every write).
-    return state.membrane().metrics(as_of=None if now else datetime.fromisoformat(key_iso))
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _breakdown(url: str, seq: int, key_iso: str, now: bool) -> dict:
-    m_ = state.membrane()
-    return store_breakdown(m_.columns.current(), m_.now() if now else datetime.fromisoformat(key_iso))
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _activity(url: str, seq: int, audit_total: int, key_iso: str, now: bool) -> list[tuple[float, str, int]]:
-    # Keyed by the audit total as well, so any new entry refreshes it; entries up to the instant.
-    return audit_activity(state.membrane(), bucket_seconds=86400.0,
-                          until=None if now else datetime.fromisoformat(key_iso))
-
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def _sample_loaded_at(url: str) -> float | None:
-    return sample_loaded_at(state.membrane())
 
 
 # What each number means and how the engine computes it (SPEC 7), shown on hover.
@@ -94,13 +64,12 @@ with top[1]:
                              "salience is S(t) at it.")
 state.keep_page_query("overview", {"as_of": format_time(as_of)} if as_of is not None else {}, trust_prefix=None)
 when = as_of or m.now()
-# Cache per minute of "now" so an idle page is not recomputed on every rerun.
-key_time = when.replace(second=0, microsecond=0) if as_of is None else when
-url, seq = _store_key(m)
-metrics = _metrics(url, seq, key_time.isoformat(), as_of is None)
-breakdown = _breakdown(url, seq, key_time.isoformat(), as_of is None)
+key_time = counted.minute_of(when) if as_of is None else when
+url, seq = counted.store_key(m)
+metrics = counted.metrics(m, url, seq, key_time.isoformat(), as_of is None)
+breakdown = counted.breakdown(m, url, seq, key_time.isoformat(), as_of is None)
 
-loaded = _sample_loaded_at(url)
+loaded = counted.sample_loaded(m, url)
 if loaded is not None:
     st.info("This is the bundled demo store: the memory of kestrel, a coding agent working for Maya Chen across three "
             "projects, with its dates moved so that its “now” was the moment the store was first opened "
@@ -181,7 +150,7 @@ with left:
                      "0.8 and above", help="S ≥ 0.8, records above 1 (pinned by an operator) included")})
 with right:
     st.subheader("Audit activity")
-    activity = _activity(url, seq, metrics["total_audit_entries"], key_time.isoformat(), as_of is None)
+    activity = counted.activity(m, url, seq, metrics["total_audit_entries"], key_time.isoformat(), as_of is None)
     if not activity:
         st.info("No audit entries yet." if as_of is None else "No audit entry was written by this instant.")
     else:

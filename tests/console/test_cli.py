@@ -43,6 +43,34 @@ def test_prewarm_fills_the_cached_engine_the_pages_use(tmp_path: Path, monkeypat
     assert m in activity._OF  # the audit activity the first pages chart is counted too
 
 
+def test_prewarm_counts_the_overview_into_the_cache_the_page_reads(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime, timezone
+
+    from console.components import overview_data
+
+    url = f"sqlite:///{tmp_path / 'membrane.db'}"
+    Membrane.open(url, load_sample=True).close()  # the sample store: records and audit entries
+    moment = datetime(2026, 11, 27, 6, 30, 15, tzinfo=timezone.utc)
+    monkeypatch.setattr(Membrane, "now", lambda self: moment)  # one minute for the prewarm and the page
+    monkeypatch.setattr(state, "FIRST_RUN_DONE", threading.Event())
+    monkeypatch.setattr(cli, "QUIET_BEFORE_WARM", 0.0)
+    monkeypatch.setattr(Membrane, "warm", lambda self: None)
+    state.script_ran()
+    cli.prewarm(url)
+    m = state._open(url)
+    counted = []
+    real = Membrane.metrics
+    monkeypatch.setattr(Membrane, "metrics", lambda self, *a, **k: counted.append(1) or real(self, *a, **k))
+    page_url, seq = overview_data.store_key(m)
+    key = overview_data.minute_of(moment).isoformat()
+    numbers = overview_data.metrics(m, page_url, seq, key, True)  # as the overview asks when it opens
+    assert counted == [] and numbers["total_records"] == m.count() > 0
+    m.reinforce(m.ids()[0], "operator:ann", "seen")  # a write: the page counts afresh
+    overview_data.metrics(m, *overview_data.store_key(m), key, True)
+    assert counted == [1]
+
+
 def test_prewarm_loads_the_ranking_vectors_once_the_first_page_is_drawn(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Loaded beside the first page, the vectors (seconds of CPU at 1M) halved what that page got
