@@ -1,12 +1,18 @@
-"""Signed-in console sessions for AppTest (SPEC 10): put an operator in a script's session as
-console/app.py's gate leaves it after a sign-in. tests/conftest.py signs every AppTest in as
-``TEST_ADMIN``; a test that needs someone else calls ``sign_in(at, operator_or_None)``."""
+"""Console sessions for AppTest: the store a page script reads, and who is signed in (SPEC 10).
+``sign_in`` puts an operator in a script's session as console/app.py's gate leaves it after a
+sign-in; tests/conftest.py signs every AppTest in as ``TEST_ADMIN``, and a test that needs
+someone else calls ``sign_in(at, operator_or_None)``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
+from membrane_engine import Membrane
 from membrane_engine.operators import Operator, Role
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "membrane_sample.json"
 
 TEST_ADMIN = Operator(name="test-admin", role=Role.ADMIN, max_sensitivity="hyper")
 
@@ -20,3 +26,19 @@ def sign_in(at, operator: Operator | None, hours: float = 1.0):
     else:
         at.session_state[auth.SESSION_KEY] = auth.Session(operator, datetime.now(timezone.utc) + timedelta(hours=hours))
     return at
+
+
+def sample_store(path: Path, monkeypatch) -> Iterator[str]:
+    """A SQLite store at ``path`` holding the bundled sample, the store the console's pages read
+    (MEMBRANE_DB_URL), with the console's cached engine cleared before and after: for a fixture
+    to ``yield from``."""
+    import streamlit as st
+
+    url = f"sqlite:///{path}"
+    m = Membrane.open(url, load_sample=False)
+    m.import_file(SAMPLE)
+    m.close()
+    monkeypatch.setenv("MEMBRANE_DB_URL", url)
+    st.cache_resource.clear()
+    yield url
+    st.cache_resource.clear()

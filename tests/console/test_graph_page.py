@@ -8,10 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from session_kit import sign_in
+from session_kit import sample_store, sign_in
 from membrane_engine import Membrane, RetrieveGraphRequest, TrustContext
 from membrane_engine.operators import Operator
 
@@ -23,14 +22,7 @@ TIMEOUT = 60
 
 @pytest.fixture
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'graph.db'}"
-    m = Membrane.open(url, load_sample=False)
-    m.import_file(SAMPLE)
-    m.close()
-    monkeypatch.setenv("MEMBRANE_DB_URL", url)
-    st.cache_resource.clear()
-    yield url
-    st.cache_resource.clear()
+    yield from sample_store(tmp_path / "graph.db", monkeypatch)
 
 
 TYPES = {"working", "entity", "semantic", "competence", "plan_graph", "episodic", "\U0001F512 redacted"}

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine.labels import label
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.labels import labels
 from membrane_engine.lookups import filter_ids
+
+from session_kit import sample_store
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "console" / "app_pages"
@@ -31,14 +32,7 @@ TIMEOUT = 60
 @pytest.fixture
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh SQLite store with the sample loaded; the console reads it via MEMBRANE_DB_URL."""
-    url = f"sqlite:///{tmp_path / 'pages_b.db'}"
-    m = Membrane.open(url, load_sample=False)
-    m.import_file(SAMPLE)
-    m.close()
-    monkeypatch.setenv("MEMBRANE_DB_URL", url)
-    st.cache_resource.clear()
-    yield url
-    st.cache_resource.clear()
+    yield from sample_store(tmp_path / "pages_b.db", monkeypatch)
 
 
 def fresh(url: str) -> Membrane:

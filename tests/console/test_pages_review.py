@@ -11,31 +11,22 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane, TrustContext
 from membrane_engine.labels import labels
 from membrane_engine.operators import Operator, Role
-from session_kit import TEST_ADMIN, sign_in
+from session_kit import TEST_ADMIN, sample_store, sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "console" / "app_pages" / "review.py"
-SAMPLE = ROOT / "sample_data" / "membrane_sample.json"
 TIMEOUT = 60
 ALL = TrustContext(max_sensitivity="hyper")
 
 
 @pytest.fixture
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'review.db'}"
-    m = Membrane.open(url, load_sample=False)
-    m.import_file(SAMPLE)
-    m.close()
-    monkeypatch.setenv("MEMBRANE_DB_URL", url)
-    st.cache_resource.clear()
-    yield url
-    st.cache_resource.clear()
+    yield from sample_store(tmp_path / "review.db", monkeypatch)
 
 
 def fresh(url: str) -> Membrane:

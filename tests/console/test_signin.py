@@ -9,19 +9,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from console import auth, signin
 from membrane_engine import Membrane
 from membrane_engine.operators import Operator, Role
 
-from session_kit import sign_in
+from session_kit import sample_store, sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "console" / "app.py")
 PAGES = ROOT / "console" / "app_pages"
-SAMPLE = ROOT / "sample_data" / "membrane_sample.json"
 TIMEOUT = 60
 VIEWER = Operator(name="vera", role=Role.VIEWER, max_sensitivity="hyper")
 CURATOR = Operator(name="cora", role=Role.CURATOR, max_sensitivity="hyper")
@@ -30,14 +28,7 @@ ADMIN = Operator(name="ada", role=Role.ADMIN, max_sensitivity="hyper")
 
 @pytest.fixture
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'signin.db'}"
-    m = Membrane.open(url, load_sample=False)
-    m.import_file(SAMPLE)
-    m.close()
-    monkeypatch.setenv("MEMBRANE_DB_URL", url)
-    st.cache_resource.clear()
-    yield url
-    st.cache_resource.clear()
+    yield from sample_store(tmp_path / "signin.db", monkeypatch)
 
 
 def ok(at: AppTest) -> AppTest:
