@@ -43,13 +43,11 @@ def prewarm(url: str) -> None:
 
         m = state._open(url)
         m.columns.current()  # what every page reads
-        from membrane_engine.lookups import audit_activity
-
-        m.metrics()  # counts the audit entries by action (metrics.ActionCounts)
-        audit_activity(m)  # and by hour (membrane_engine.activity)
         from console.components import overview_data
 
-        overview_data.count_now(m)  # the overview's numbers, in the cache the page reads
+        # The overview's numbers, in the cache the page reads: the audit entries counted by action
+        # (metrics.ActionCounts) and by hour (membrane_engine.activity), kept current from here on.
+        overview_data.count_now(m)
         import pandas  # noqa: F401  (the first st.dataframe would import it)
         import plotly.graph_objects  # noqa: F401  (and the first chart this)
         # Once the first page has run: the id -> row index (half a second at 1M), which the next
