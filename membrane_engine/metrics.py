@@ -193,31 +193,28 @@ def compute_metrics(store: Store, snap: Snapshot, as_of: datetime,
 # records). Audit activity per day is lookups.audit_activity.
 
 
-def store_breakdown(snap: Snapshot, as_of: datetime, bins: int = 20) -> dict[str, Any]:
-    """Counts by type x sensitivity and by scope, and a histogram of S(as_of), over the live
-    records created at or before ``as_of``."""
+def store_breakdown(snap: Snapshot, as_of: datetime) -> dict[str, Any]:
+    """Counts by type x sensitivity and by scope over the live records created at or before
+    ``as_of``."""
     from .schema import Sensitivity
 
     rows = existing_rows(snap, to_epoch(as_of))
     sens_names = [s.value for s in Sensitivity]
+    width = len(sens_names) + 1  # the last column: an unknown level
     levels = snap.sens_level[rows].astype(np.int64)
-    types = snap.type_code[rows].astype(np.int64)
-    grid = np.zeros((len(TYPE_NAMES), len(sens_names) + 1), dtype=np.int64)  # last column: unknown level
-    np.add.at(grid, (types, np.where((levels >= 0) & (levels < len(sens_names)), levels, len(sens_names))), 1)
+    cells = snap.type_code[rows].astype(np.int64) * width + np.where((levels >= 0) & (levels < len(sens_names)),
+                                                                      levels, len(sens_names))
+    grid = np.bincount(cells, minlength=len(TYPE_NAMES) * width).reshape(len(TYPE_NAMES), width)
     by_type_sensitivity = {
         name: {s: int(grid[code, j]) for j, s in enumerate(sens_names)}
         for name, code in ((n, TYPE_CODES[n]) for n in TYPE_NAMES)
     }
     scope_counts = np.bincount(snap.scope_code[rows], minlength=len(snap.scope_names)) if len(rows) else []
     by_scope = {snap.scope_names[i]: int(c) for i, c in enumerate(scope_counts) if c}
-    s = salience_at(take(snap.decay, rows), to_epoch(as_of)) if len(rows) else np.empty(0)
-    top = max(1.0, float(s.max())) if len(s) else 1.0
-    counts, edges = np.histogram(s, bins=bins, range=(0.0, top))
     return {
         "total": int(len(rows)),
         "by_type_sensitivity": by_type_sensitivity,
         "unknown_sensitivity": int(grid[:, -1].sum()),
         "by_scope": dict(sorted(by_scope.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "salience_histogram": {"edges": edges.tolist(), "counts": counts.astype(int).tolist()},
     }
 

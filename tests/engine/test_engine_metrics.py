@@ -184,3 +184,28 @@ def test_a_past_instant_asked_again_counts_only_the_new_entries_and_stays_exact(
     finally:
         other.close()
         mem.close()
+
+
+def test_store_breakdown_known_answers(mem):
+    """The overview's counts by type x sensitivity and by scope, at now and at a past instant."""
+    from membrane_engine.metrics import store_breakdown
+
+    mem.import_records([
+        rec("s1", "semantic", sensitivity="low", scope="alpha", created_at=ago(3 * DAY)),
+        rec("s2", "semantic", sensitivity="low", scope="alpha", created_at=ago(HOUR)),
+        rec("s3", "semantic", sensitivity="hyper", scope="beta", created_at=ago(3 * DAY)),
+        rec("e1", "episodic", sensitivity="public", created_at=ago(3 * DAY)),
+        rec("w1", "working", sensitivity="medium", scope="beta", created_at=ago(3 * DAY)),
+    ])
+    got = store_breakdown(mem.columns.current(), T0)
+    grid = got["by_type_sensitivity"]
+    assert grid["semantic"] == {"public": 0, "low": 2, "medium": 0, "high": 0, "hyper": 1}
+    assert grid["episodic"] == {"public": 1, "low": 0, "medium": 0, "high": 0, "hyper": 0}
+    assert grid["working"] == {"public": 0, "low": 0, "medium": 1, "high": 0, "hyper": 0}
+    assert grid["competence"] == {"public": 0, "low": 0, "medium": 0, "high": 0, "hyper": 0}
+    assert got["unknown_sensitivity"] == 0
+    assert got["total"] == 5 and got["by_scope"] == {"alpha": 2, "beta": 2, "": 1}
+    assert list(got["by_scope"]) == ["alpha", "beta", ""]  # largest first, then by name
+    earlier = store_breakdown(mem.columns.current(), ago(DAY))
+    assert earlier["total"] == 4 and earlier["by_type_sensitivity"]["semantic"]["low"] == 1
+    assert earlier["by_scope"] == {"alpha": 1, "beta": 2, "": 1}
