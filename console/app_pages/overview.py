@@ -5,24 +5,21 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from console import state
 from console.components import overview_data as counted
 from console.components.clearance import signed_in
-from console.components.charts import SENSITIVITY_ORDER, style
-from console.components.chart_safety import plot_text
+from console.components import glance
 from console.components.safe import md
 from console.components.time_input import as_of_input
-from console.components.words import ACTION_COLORS, plural
+from console.components.words import SENSITIVITY_ORDER, plural
 from membrane_engine.metrics import BUCKETS
 from membrane_engine.schema import format_time, parse_time
 
 signed_in()  # counts by label only: no record content on this page, whatever the clearance
 m = state.membrane()
-MAX_SCOPES = 15  # bars in the scope chart: each keeps a readable label
-CHART_HEIGHT = 400
+MAX_SCOPES = 200  # rows of the scope table (the largest first): it scrolls
 
 
 # What each number means and how the engine computes it (SPEC 7), shown on hover.
@@ -112,62 +109,51 @@ if not metrics["total_records"]:
 left, right = st.columns(2)
 with left:
     st.subheader("Records by type and sensitivity")
-    types = list(breakdown["by_type_sensitivity"])
-    z = [[breakdown["by_type_sensitivity"][t][s] for s in SENSITIVITY_ORDER] for t in types]
-    fig = go.Figure(go.Heatmap(z=z, x=SENSITIVITY_ORDER, y=types, colorscale="Blues", text=z, texttemplate="%{text}",
-                               hovertemplate="%{y} · %{x}: %{z}<extra></extra>", showscale=False))
-    fig.update_yaxes(autorange="reversed")
-    st.plotly_chart(style(fig, height=CHART_HEIGHT), width="stretch", key="ov_heat")
+    cells = breakdown["by_type_sensitivity"]
+    frame = pd.DataFrame([{"type": t, **{s: cells[t][s] for s in SENSITIVITY_ORDER}} for t in cells])
+    st.dataframe(glance.heat(frame, SENSITIVITY_ORDER), hide_index=True, width="stretch", key="ov_heat",
+                 column_config={"type": st.column_config.TextColumn("type", pinned=True)})
 with right:
     st.subheader("Records by scope")
     scopes = breakdown["by_scope"]
     shown = list(scopes.items())[:MAX_SCOPES]
-    labels = [plot_text(s, 40) if s else "(unscoped)" for s, _ in shown]
-    fig = go.Figure(go.Bar(x=[n for _, n in shown], y=labels, orientation="h", marker_color="#4b5bdc",
-                           hovertemplate="%{y}: %{x}<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", type="category")
-    st.plotly_chart(style(fig, height=CHART_HEIGHT), width="stretch", key="ov_scope")
+    frame = pd.DataFrame({"scope": [s or "(unscoped)" for s, _ in shown], "records": [n for _, n in shown]})
+    st.dataframe(frame, hide_index=True, width="stretch", key="ov_scope", column_config={
+        "records": st.column_config.ProgressColumn("records", format="localized", min_value=0,
+                                                   max_value=max([n for _, n in shown], default=1))})
     if len(scopes) > len(shown):
         st.caption(f"The {len(shown)} largest of {plural(len(scopes), 'scope')}.")
 
 left, right = st.columns(2)
 with left:
     st.subheader("Salience distribution")
-    hist = breakdown["salience_histogram"]
-    edges = hist["edges"]
-    mids = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
-    width = edges[1] - edges[0] if len(edges) > 1 else 0.05
-    fig = go.Figure(go.Bar(x=mids, y=hist["counts"], width=[width * 0.95] * len(mids), marker_color="#6f7fe8",
-                           customdata=[[a, b] for a, b in zip(edges, edges[1:])],
-                           hovertemplate="S in [%{customdata[0]:.2f}, %{customdata[1]:.2f}): %{y}<extra></extra>"))
-    fig.update_xaxes(title="S(as of)")
-    fig.update_yaxes(title="records")
-    st.plotly_chart(style(fig, height=300), width="stretch", key="ov_hist")
     buckets = metrics["salience_distribution"]
-    # Membrane's last band counts everything from 0.8 up, pinned records above 1 included.
-    st.dataframe(pd.DataFrame([buckets]), hide_index=True, width="stretch",
-                 column_config={BUCKETS[-1]: st.column_config.NumberColumn(
-                     "0.8 and above", help="S ≥ 0.8, records above 1 (pinned by an operator) included")})
+    # Membrane's bands; the last counts everything from 0.8 up, pinned records above 1 included.
+    frame = pd.DataFrame({"S(as of)": [b if b != BUCKETS[-1] else "0.8 and above" for b in buckets],
+                          "records": list(buckets.values())})
+    st.dataframe(frame, hide_index=True, width="stretch", key="ov_hist", column_config={
+        "S(as of)": st.column_config.TextColumn(help="S at the instant, lower bound included; the last band "
+                                                     "includes records above 1 (pinned by an operator)"),
+        "records": st.column_config.ProgressColumn("records", format="localized", min_value=0,
+                                                   max_value=max(metrics["total_records"], 1))})
 with right:
     st.subheader("Audit activity")
     activity = counted.activity(m, url, seq, metrics["total_audit_entries"], key_time.isoformat(), as_of is None)
     if not activity:
         st.info("No audit entries yet." if as_of is None else "No audit entry was written by this instant.")
     else:
-        frame = pd.DataFrame(activity, columns=["day", "action", "entries"])
-        frame["day"] = pd.to_datetime(frame["day"], unit="s", utc=True).dt.tz_localize(None)
-        fig = go.Figure()
-        for action, part in frame.groupby("action", sort=True):
-            fig.add_bar(x=part["day"], y=part["entries"], name=str(action),
-                        marker_color=ACTION_COLORS.get(str(action), "#888888"),
-                        hovertemplate="%{x|%Y-%m-%d}: %{y} " + str(action) + "<extra></extra>")
-        fig.update_layout(barmode="stack", showlegend=True, legend=dict(orientation="h", y=-0.25, traceorder="normal"))
-        fig.update_yaxes(title="entries per day")
-        st.plotly_chart(style(fig, height=300), width="stretch", key="ov_audit")
-        days = frame["day"].dt.date
-        span = (days.max() - days.min()).days + 1
-        st.caption(f"{plural(int(frame['entries'].sum()), 'entry')} from {days.min()} to {days.max()} "
-                   f"({plural(span, 'day')}, {days.nunique():,} with activity).")
+        first, last, width, series = glance.counts_over_time(activity)
+        frame = pd.DataFrame({"action": list(series), "entries": [sum(v) for v in series.values()],
+                              "over time": list(series.values())}).sort_values("entries", ascending=False)
+        st.dataframe(glance.action_colors(frame), hide_index=True, width="stretch", key="ov_audit", column_config={
+            "entries": st.column_config.NumberColumn("entries", format="localized"),
+            "over time": st.column_config.BarChartColumn(
+                f"{'per day' if width == 1 else f'per {width} days'}, {first} to {last}", y_min=0, color="#4b5bdc")})
+        span = (last - first).days + 1
+        active_days = len({ts for ts, _, _ in activity})
+        st.caption(f"{plural(int(frame['entries'].sum()), 'entry')} from {first} to {last} "
+                   f"({plural(span, 'day')}, {active_days:,} with activity). The Audit log page charts them "
+                   "over time, by actor, action or record.")
 
 st.subheader("Records by type")
 by_type = metrics["records_by_type"]

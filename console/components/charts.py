@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from membrane_engine import Sensitivity
-
-SENSITIVITY_ORDER = [s.value for s in Sensitivity]
 VERDICT_COLORS = {"full": "#2e9e5b", "redacted": "#f0a020", "hidden": "#9aa0a6", "below_min_salience": "#c9d3f5"}
 
 

@@ -1,8 +1,11 @@
-"""The console's fixed vocabulary: counted nouns, and one colour per action on every chart."""
+"""The console's fixed vocabulary: counted nouns, the order of sensitivity levels, and one colour
+per action on every chart."""
 
 from __future__ import annotations
 
-from membrane_engine.schema import AuditAction
+from membrane_engine.schema import AuditAction, Sensitivity
+
+SENSITIVITY_ORDER = [s.value for s in Sensitivity]  # public to hyper: every table's and chart's order
 
 
 # One colour per audit action (no two closer than 70 apart in RGB, so each reads at a glance) and per curation operation, the same on every chart and table
