@@ -30,11 +30,11 @@ def prewarm(url: str) -> None:
     """Open the store and load its column cache into the console's cached engine (the
     ``st.cache_resource`` entry the pages use), so the first page does not wait for it: at a
     million records that load takes seconds (about one from the cache's snapshot file). Then
-    what the first pages count over the whole audit log (entries by action, and by hour for the
-    activity charts: seconds at millions of entries, then kept current per process), the
-    libraries they draw with, and last, once the first page is drawn, the ranking vectors and
-    entity names. A store that cannot be opened is reported here, in the terminal, as well as on
-    the pages."""
+    what the overview counts over the whole audit log (entries by action, and by day for its
+    activity table: seconds at millions of entries, then kept current per process) and the
+    table library it draws with. Last, once the browser has drawn the first page: the id -> row
+    index, the chart library of the other pages, and the ranking vectors and entity names. A
+    store that cannot be opened is reported here, in the terminal, as well as on the pages."""
     # Streamlit warns once per call that this thread runs no script; that is the point of it.
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         lambda record: record.threadName != PREWARM_THREAD)
@@ -48,17 +48,17 @@ def prewarm(url: str) -> None:
         # The overview's numbers, in the cache the page reads: the audit entries counted by action
         # (metrics.ActionCounts) and by hour (membrane_engine.activity), kept current from here on.
         overview_data.count_now(m)
-        import pandas  # noqa: F401  (the first st.dataframe would import it)
-        import plotly.graph_objects  # noqa: F401  (and the first chart this)
-        # Once the first page has run: the id -> row index (half a second at 1M), which the next
-        # pages' look-ups by id would otherwise wait for. Then, once the browser has drawn it, what
-        # only ranked pages need (seconds of CPU at 1M): loaded beside the first page, it took
-        # half of the server's CPU and slowed the browser's drawing. A ranked page opened first
-        # loads its vectors itself; with nobody visiting, they load after a while.
+        import pandas  # noqa: F401  (the overview's tables would import it)
+        import PIL.Image  # noqa: F401  (and the page icon)
+        # The rest waits until the first page has run and the browser has drawn it: on two cores,
+        # work beside the first page slowed the browser's drawing as much as the server's own.
+        # A page opened sooner does its own part (a look-up by id builds the index), and with
+        # nobody visiting, it all loads after a while.
         state.FIRST_RUN_DONE.wait(timeout=FIRST_PAGE_WAIT)
-        m.columns.index_ids()
         state.wait_until_quiet(QUIET_BEFORE_WARM, timeout=FIRST_PAGE_WAIT)
-        m.warm()  # ranking vectors, entity names
+        m.columns.index_ids()  # half a second at 1M
+        import plotly.graph_objects  # noqa: F401  (the other pages' charts)
+        m.warm()  # ranking vectors, entity names: seconds of CPU at 1M
     except Exception as exc:
         # The pages show it too, but whoever started the console is looking at this terminal.
         from membrane_engine.errors import MembraneError
@@ -191,7 +191,7 @@ def serve(argv: list[str]) -> int:
         "--client.toolbarMode", "minimal", "--client.showErrorDetails", "none",
         "--server.fileWatcherType", "none", "--theme.base", "light", "--theme.primaryColor", "#4b5bdc",
         "--server.maxUploadSize", str(MAX_UPLOAD_MB), "--server.enableXsrfProtection", "true",
-        "--client.disableDataExport", "true",
+        "--client.disableDataExport", "true", "--runner.postScriptGC", "false",
     ]
     for host in allowed_hosts(args.address, args.allow_host):
         sys.argv += ["--server.allowedHosts", host]
@@ -200,6 +200,12 @@ def serve(argv: list[str]) -> int:
     if args.policies:
         sys.argv += ["--"] * (not args.db) + ["--policies", args.policies]
     os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+    # At the first element any script draws, Streamlit asks once whether it runs in a Python REPL,
+    # through inspect.stack() over the script thread's deep stack: 0.1-0.2 s of the first page
+    # after a start. This process is `streamlit run`; the flag only skips that question.
+    import streamlit.delta_generator
+
+    streamlit.delta_generator._use_warning_has_been_displayed = True
     if link:
         print(f"\n  First run: sign in as admin (works once, within the hour):\n\n    {link}\n", flush=True)
     return stcli.main()

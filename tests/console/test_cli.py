@@ -71,15 +71,18 @@ def test_prewarm_counts_the_overview_into_the_cache_the_page_reads(tmp_path: Pat
     assert counted == [1]
 
 
-def test_prewarm_loads_the_ranking_vectors_once_the_first_page_is_drawn(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Loaded beside the first page, the vectors (seconds of CPU at 1M) halved what that page got
-    and slowed the browser's drawing: they wait for a finished script run and then for quiet
-    (no run finishing for QUIET_BEFORE_WARM seconds). The id index comes first, at the first run."""
+def test_prewarm_loads_the_rest_once_the_first_page_is_drawn(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loaded beside the first page, the id index and the vectors (seconds of CPU at 1M) halved
+    what that page got and slowed the browser's drawing: they wait for a finished script run and
+    then for quiet (no run finishing for QUIET_BEFORE_WARM seconds), the id index first."""
     url = f"sqlite:///{tmp_path / 'membrane.db'}"
     Membrane.open(url, load_sample=False).close()
     warmed: list[bool] = []  # whether the id index was built when the vectors began to load
     monkeypatch.setattr(Membrane, "warm", lambda self: warmed.append(self.columns._columns._row_of is not None))
+    indexed: list[int] = []
+    real_index = ColumnCache.index_ids
+    monkeypatch.setattr(ColumnCache, "index_ids", lambda self: indexed.append(1) or real_index(self))
     monkeypatch.setattr(state, "FIRST_RUN_DONE", threading.Event())
     monkeypatch.setattr(cli, "QUIET_BEFORE_WARM", 1.0)
     thread = threading.Thread(target=cli.prewarm, args=(url,), daemon=True)
@@ -90,14 +93,14 @@ def test_prewarm_loads_the_ranking_vectors_once_the_first_page_is_drawn(tmp_path
     while not any(m.url.endswith("membrane.db") for m in list(activity._OF)) and time.monotonic() < deadline:
         time.sleep(0.02)  # until the overview's needs are loaded
     time.sleep(0.5)
-    assert not warmed  # the vectors wait for the first page
+    assert not warmed and not indexed  # they wait for the first page
     state.script_ran()
     time.sleep(0.6)
     state.script_ran()  # a second run (the page reran itself): quiet counts from here
     time.sleep(0.6)
-    assert not warmed and thread.is_alive()
+    assert not warmed and not indexed and thread.is_alive()
     thread.join(30)
-    assert warmed == [True] and not thread.is_alive()
+    assert indexed == [1] and warmed == [True] and not thread.is_alive()
 
 
 def test_waiting_for_quiet_gives_up_after_its_timeout(monkeypatch: pytest.MonkeyPatch) -> None:

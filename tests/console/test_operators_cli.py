@@ -116,6 +116,16 @@ def test_serve_passes_the_hardening_settings(url, no_server):
     opts = dict(zip(argv[3::2], argv[4::2]))
     assert opts["--server.maxUploadSize"] == str(cli.MAX_UPLOAD_MB)
     assert opts["--client.disableDataExport"] == "true" and opts["--server.enableXsrfProtection"] == "true"
+    assert opts["--runner.postScriptGC"] == "false"  # as .streamlit/config.toml has it for `streamlit run`
+    import streamlit.delta_generator as elements
+
+    # The REPL check Streamlit makes at the first element drawn is answered (cli.serve); should
+    # Streamlit rename it, this says the first page after a start pays for it again.
+    assert elements._use_warning_has_been_displayed is True and hasattr(elements, "_maybe_print_use_warning")
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())
+    assert config["runner"]["postScriptGC"] is False
 
 
 def test_listening_beyond_loopback_needs_a_sign_in(url, no_server, capsys, monkeypatch):
