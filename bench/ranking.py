@@ -44,7 +44,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.run import DEFAULT_OUT, Samples, _stats, _timed, bench_trust, peak_rss_mb
+from bench.run import DEFAULT_OUT, _stats, _timed, bench_trust, peak_rss_mb
 
 TASKS = ["rollback a failed canary release", "renew the gateway certificate before it expires",
          "restore the database from a snapshot backup", "latency alert on the queue worker",

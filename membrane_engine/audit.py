@@ -28,7 +28,7 @@ import hashlib
 import hmac
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from hashlib import sha256
 from collections.abc import Iterable, Sequence

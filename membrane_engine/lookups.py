@@ -192,7 +192,6 @@ def hidden_records(membrane: "Membrane", trust, clearance, memory_types: list[st
     """Live records of ``memory_types`` (all when empty) that ``trust`` does not see at all,
     decided by the trust rule over the column cache (``trust.verdicts``, vectorized). Only those
     the operator's ``clearance`` sees are listed (ordered by id); the others are counted."""
-    from .storage.columns import TYPE_NAMES
     from .trust import VERDICT_CODES, Verdict, as_trust, verdicts
 
     trust, clearance = as_trust(trust), as_trust(clearance, "clearance")

@@ -13,7 +13,6 @@ tests/e2e/test_clearance_grid.py.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path

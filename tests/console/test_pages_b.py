@@ -278,7 +278,6 @@ def test_audit_csv_holds_every_filtered_entry(store):
 
 def pinned_free_record(url: str) -> str:
     m = fresh(url)
-    now = m.now()
     for rid in m.ids():
         r = m.get(rid)
         if not r.lifecycle.pinned and 0.05 < r.salience < 0.8 and r.type.value != "episodic":

@@ -8,8 +8,6 @@ against canary_store's independent verdicts."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from membrane_engine import TrustContext

@@ -5,7 +5,6 @@ failing, with the offending record and the engine's reasons; no payload reaches 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

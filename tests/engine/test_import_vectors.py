@@ -4,7 +4,6 @@ created by curation, and a cold load of the stored vectors."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np

@@ -25,8 +25,6 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import pytest
-
 import gate_kit as kit
 from gate_kit import CONTEXT
 from membrane_engine.ranking import VectorIndex
