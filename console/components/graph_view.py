@@ -159,12 +159,26 @@ def padded(values: list[float], share: float) -> list[float] | None:
     return [lo - pad, hi + pad]
 
 
+# Pixel widths: in the half of a 1400-pixel window the graph has, every column but the id shows
+# without scrolling.
+NODE_COLUMNS = {
+    "node": st.column_config.TextColumn("node", width=56, help="a root the ranking chose, or how many hops "
+                                                                     "from one"),
+    "redacted": st.column_config.CheckboxColumn("redacted", width=72, help="drawn locked: metadata only"),
+    "type": st.column_config.TextColumn("type", width=88),
+    "name": st.column_config.TextColumn("name", width=180),
+    "sensitivity": st.column_config.TextColumn("sensitivity", width=80),
+    "scope": st.column_config.TextColumn("scope", width=96),
+    "salience": st.column_config.NumberColumn("salience", width=64, format="%.3f"),
+}
+
+
 def node_table(graph: RetrieveGraphResponse) -> pd.DataFrame:
     return pd.DataFrame([{
-        "node": ("root" if n.root else f"hop {n.hop}"), "type": n.record.type.value,
+        "node": ("root" if n.root else f"hop {n.hop}"), "redacted": n.record.redacted, "type": n.record.type.value,
         "name": clean(name(n.record), 80),
         "sensitivity": n.record.sensitivity.value, "scope": clean(n.record.scope or "(unscoped)", 80),
-        "salience": round(n.record.salience, 3), "redacted": n.record.redacted, "id": clean(n.record.id, 200),
+        "salience": round(n.record.salience, 3), "id": clean(n.record.id, 200),
     } for n in graph.nodes])
 
 
@@ -176,7 +190,7 @@ def render_graph(graph: RetrieveGraphResponse, key: str, predicates: list[str] |
         return
     st.plotly_chart(figure(graph, predicates, height), key=f"{key}_figure", config={"displaylogo": False})
     if with_table:
-        st.dataframe(node_table(graph), hide_index=True, width="stretch", key=f"{key}_nodes")
+        st.dataframe(node_table(graph), hide_index=True, width="stretch", key=f"{key}_nodes", column_config=NODE_COLUMNS)
 
 
 def neighbourhood(membrane, record_id: str, key: str, as_of=None) -> None:
