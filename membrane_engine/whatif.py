@@ -101,10 +101,12 @@ def compare(membrane: Any, trust_a: TrustContext | None, trust_b: TrustContext |
     if clearance is not None:
         sel = sel & (verdicts(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names, clearance) > 0)
     picked = np.nonzero(sel)[0]
-    # Gains first (hidden->full, hidden->redacted, redacted->full), then losses; then id.
-    gain = vb[picked].astype(np.int64) - va[picked].astype(np.int64)
-    order = np.lexsort((snap.ids[rows[picked]].astype(str), -vb[picked], -gain))
-    page = picked[order][offset:offset + limit]
+    page = picked[:0]
+    if limit and offset < len(picked):  # a count alone (limit 0) needs no order
+        # Gains first (hidden->full, hidden->redacted, redacted->full), then losses; then id.
+        gain = vb[picked].astype(np.int64) - va[picked].astype(np.int64)
+        order = np.lexsort((snap.ids[rows[picked]].astype(str), -vb[picked], -gain))
+        page = picked[order][offset:offset + limit]
     out = []
     for j in page:
         i = rows[j]
