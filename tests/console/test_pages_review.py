@@ -289,3 +289,32 @@ def test_a_long_queue_is_listed_twenty_at_a_time(store):
     assert len([b for b in at.button if str(b.key).startswith("rv_pick_")]) == 20
     assert len(at.selectbox(key="rv_target").options) == total  # every listed record can be resolved
     assert "external reference: ticket-7 (contest entry)" in shown_text(at)
+
+
+def test_a_revisit_reads_the_queue_kept_and_a_write_or_another_clearance_builds_it(store, monkeypatch):
+    """The queue is kept per store state, clearance, horizon and minute: a second visit does not
+    build it again; a write (by another process here) or another operator's clearance does, and
+    an operator never gets the queue built for another clearance."""
+    moment = fresh(store).now()
+    monkeypatch.setattr(Membrane, "now", lambda self: moment)  # one minute for every visit
+    built: list[str] = []
+    real = Membrane.review_queue
+    monkeypatch.setattr(Membrane, "review_queue",
+                        lambda self, clearance, **kw: built.append(clearance.max_sensitivity) or real(self, clearance, **kw))
+    first = page()
+    assert built == ["hyper"]
+    again = page()
+    assert built == ["hyper"] and again.header[0].value == first.header[0].value
+    low = Operator(name="lo", role=Role.CURATOR, max_sensitivity="low", scopes=["project-alpha"])
+    narrow = page(low)
+    assert built == ["hyper", "low"]
+    m = fresh(store)
+    try:
+        assert narrow.header[0].value == f"Contested ({real(m, low.clearance).contested_total:,})"
+        target = m.review_queue(ALL).contested[0].record.id
+        built.clear()
+        m.reinstate(target, "operator:ann", "holds after all")  # another process writes
+    finally:
+        m.close()
+    page()
+    assert built == ["hyper"]
