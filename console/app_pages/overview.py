@@ -157,4 +157,5 @@ with right:
 
 st.subheader("Records by type")
 by_type = metrics["records_by_type"]
-st.dataframe(pd.DataFrame([by_type]), hide_index=True, width="stretch")
+st.dataframe(pd.DataFrame([by_type]), hide_index=True, width="stretch",
+             column_config={t: st.column_config.NumberColumn(t, format="localized") for t in by_type})
