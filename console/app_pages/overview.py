@@ -8,10 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from console import state
+from console.components import glance
 from console.components import overview_data as counted
 from console.components.clearance import signed_in
-from console.components import glance
-from console.components.safe import md
+from console.components.safe import clean, md
 from console.components.time_input import as_of_input
 from console.components.words import SENSITIVITY_ORDER, plural
 from membrane_engine.metrics import BUCKETS
@@ -117,7 +117,8 @@ with right:
     st.subheader("Records by scope")
     scopes = breakdown["by_scope"]
     shown = list(scopes.items())[:MAX_SCOPES]
-    frame = pd.DataFrame({"scope": [s or "(unscoped)" for s, _ in shown], "records": [n for _, n in shown]})
+    frame = pd.DataFrame({"scope": [clean(s, 80) if s else "(unscoped)" for s, _ in shown],
+                          "records": [n for _, n in shown]})
     st.dataframe(frame, hide_index=True, width="stretch", key="ov_scope", column_config={
         "records": st.column_config.ProgressColumn("records", format="localized", min_value=0,
                                                    max_value=max([n for _, n in shown], default=1))})

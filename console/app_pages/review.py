@@ -17,9 +17,9 @@ import pandas as pd
 import streamlit as st
 
 from console import auth, state
-from console.components.overview_data import minute_of, store_key
 from console.components.bulk_view import bulk_panel, show_results
 from console.components.clearance import clearance_caption, signed_in
+from console.components.overview_data import minute_of, store_key
 from console.components.plan_view import outcome_line, plan_names, render_plan
 from console.components.safe import clean, md
 from console.components.words import plural
@@ -47,6 +47,7 @@ def review_queue(_m, url: str, seq: int, clearance_key: str, days: int, minute: 
     key), clearance, horizon and minute: a page revisited reads it again instead of building it
     (a quarter of a second at 1M)."""
     return _m.review_queue(_clearance, horizon=timedelta(days=days))
+
 
 if st.session_state.pop(f"{K}_reset", False):  # an applied resolution: clear its inputs before they are drawn
     st.session_state[f"{K}_rationale"] = ""

@@ -1,8 +1,9 @@
 """Tables that read as charts: counts tinted by size, bars and daily bars inside the cells.
 
 The overview is the page a console opens on, so it draws with the table the page already
-loads rather than a chart library: in Chromium, plotly's first chart on a page costs about a
-second of main-thread time before anything is drawn, and each further one a quarter of that.
+loads rather than a chart library: in Chromium on this project's machine, plotly's first chart on
+a page cost about a second of main-thread time, and each further one a quarter of that
+(bench/README.md, "Every console page in a browser").
 Every number stays exact and readable in its cell."""
 
 from __future__ import annotations
