@@ -8,7 +8,8 @@ Simulating a context wider than the clearance keeps that context's counts and sh
 through ``trust.narrowest(context, clearance)``.
 
 "Who looked": opening a record in full at or above ``access_log_level()`` appends an access entry
-(operator, record, time) to ``access_log``, in a transaction of its own. Access entries are not
+(operator, record, time, and the page or command it came through) to ``access_log``, in a
+transaction of its own; ``log_accesses`` appends many in one. Access entries are not
 audit actions (SPEC 6) and nothing in the engine updates or deletes one.
 """
 
@@ -27,7 +28,8 @@ from sqlalchemy import and_, func, or_, select
 from .audit import AuditRow, _row_to_audit, filter_conditions
 from .errors import NotFoundError, ValidationError
 from .retrieval import Explanation, RetrieveRequest, Simulation
-from .schema import UTC, MemoryRecord, Sensitivity, check_id, check_instant, sensitivity_level, to_epoch
+from .schema import (UTC, MemoryRecord, Sensitivity, check_id, check_instant, check_text, sensitivity_level,
+                     to_epoch)
 from .storage.store import access_log, archive, audit_entries, records
 from .trust import TrustContext, Verdict, as_trust, covers, decide, gate_as_read, narrowest, stricter
 
@@ -383,7 +385,7 @@ def time_below(membrane: "Membrane", record_id: str, threshold: float, start: da
 @dataclass(frozen=True)
 class Access:
     """One access entry: ``actor`` opened ``record_id`` (of ``sensitivity`` and ``scope`` then) in
-    full at ``at``."""
+    full at ``at``, through ``via`` (the console page or command that read it; "" when unsaid)."""
 
     seq: int
     record_id: str
@@ -391,16 +393,64 @@ class Access:
     sensitivity: str
     scope: str
     at: datetime
+    via: str = ""
 
 
-def log_access(membrane: "Membrane", record_id: str, actor: str, sensitivity: str, scope: str = "") -> None:
-    """Append one access entry, in a transaction of its own."""
-    record_id = check_id(record_id)
+VIA_LIMIT = 64
+
+
+def _check_via(via: Any) -> str:
+    """``via`` names a page or command ("page:records", "command:export"): a short single-line
+    string, so a caller cannot smuggle a paragraph (or a forged second entry) into the log."""
+    if not isinstance(via, str):
+        raise ValidationError(f"via must be a string (got {via!r})", [("via", "not a string")])
+    via = via.strip()
+    if any(ch < " " or ch == "\x7f" for ch in via):
+        raise ValidationError(f"via must not contain control characters (got {via[:60]!r})",
+                              [("via", "control character")])
+    return check_text(via, "via", VIA_LIMIT)
+
+
+def _check_actor(actor: Any) -> str:
     if not isinstance(actor, str) or not actor.strip():
         raise ValidationError(f"actor must be a non-empty string (got {actor!r})", [("actor", repr(actor))])
+    return check_text(actor.strip(), "actor", 256)
+
+
+def log_accesses(membrane: "Membrane", actor: str, entries: list[tuple[str, str, str]], via: str) -> None:
+    """Append one access entry per (record_id, sensitivity, scope) of ``entries``, all in one
+    transaction (a page that shows many sensitive records logs them at once or not at all);
+    ``via`` names the page or command that read them. Every entry is checked before any is
+    written."""
+    actor = _check_actor(actor)
+    via = _check_via(via)
+    if isinstance(entries, (str, bytes, dict)) or not hasattr(entries, "__iter__"):
+        raise ValidationError(f"entries must be a list of (record_id, sensitivity, scope) (got {entries!r})",
+                              [("entries", "not a list")])
+    rows = []
+    for k, entry in enumerate(entries):
+        if not isinstance(entry, (tuple, list)) or len(entry) != 3:
+            raise ValidationError(f"entries[{k}] must be (record_id, sensitivity, scope) (got {entry!r})",
+                                  [(f"entries[{k}]", "not a triple")])
+        record_id, sensitivity, scope = entry
+        sensitivity = sensitivity.value if isinstance(sensitivity, Sensitivity) else sensitivity
+        if not isinstance(sensitivity, str) or not isinstance(scope or "", str):
+            raise ValidationError(f"entries[{k}]: sensitivity and scope must be strings (got {entry!r})",
+                                  [(f"entries[{k}]", "not strings")])
+        rows.append({"record_id": check_id(record_id, f"entries[{k}].record_id"),
+                     "sensitivity": check_text(sensitivity, f"entries[{k}].sensitivity", 16),
+                     "scope": check_text(scope or "", f"entries[{k}].scope", 256)})
+    if not rows:
+        return
+    ts = to_epoch(membrane.now())
     with membrane.store.write() as conn:
-        conn.execute(access_log.insert().values(record_id=record_id, actor=actor.strip(), sensitivity=sensitivity,
-                                                scope=scope, ts=to_epoch(membrane.now())))
+        conn.execute(access_log.insert(), [{**row, "actor": actor, "ts": ts, "via": via} for row in rows])
+
+
+def log_access(membrane: "Membrane", record_id: str, actor: str, sensitivity: str, scope: str = "",
+               via: str = "") -> None:
+    """Append one access entry, in a transaction of its own (``log_accesses`` of one)."""
+    log_accesses(membrane, actor, [(record_id, sensitivity, scope)], via)
 
 
 def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record_id: str | None = None,
@@ -422,11 +472,12 @@ def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record
         total = conn.execute(select(func.count()).select_from(access_log).where(*conditions)).scalar()
         q = (select(access_log).where(*conditions).order_by(access_log.c.ts.desc(), access_log.c.seq.desc())
              .limit(limit).offset(offset))
-        rows = [Access(r.seq, r.record_id, r.actor, r.sensitivity, r.scope, datetime.fromtimestamp(r.ts, UTC))
+        rows = [Access(r.seq, r.record_id, r.actor, r.sensitivity, r.scope, datetime.fromtimestamp(r.ts, UTC),
+                       r.via or "")
                 for r in conn.execute(q)]
     return int(total), rows
 
 
 __all__ = ["ACCESS_LOG_LEVEL_ENV", "Access", "WITHHELD", "access_log_level", "accesses", "archived_ids", "audit_actors",
-           "audit_query", "audit_rows", "explain", "history", "past_curve", "record_at", "salience_history", "time_below", "log_access", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
+           "audit_query", "audit_rows", "explain", "history", "past_curve", "record_at", "salience_history", "time_below", "log_access", "log_accesses", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
            "view", "visible_condition"]

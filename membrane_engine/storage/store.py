@@ -200,6 +200,9 @@ access_log = Table(
     Column("sensitivity", String(16), nullable=False),
     Column("scope", String(256), nullable=False, default=""),
     Column("ts", Float, nullable=False),
+    # The console page or command that read it ("page:records", "command:export"); "" on
+    # entries written before it was kept.
+    Column("via", String(64), nullable=False, default=""),
     Index("ix_access_log_record", "record_id", "ts"),
     Index("ix_access_log_ts", "ts"),
 )
@@ -765,6 +768,12 @@ def _add_audit_extra(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE audit_entries ADD COLUMN extra TEXT")
 
 
+def _add_access_via(conn: Connection) -> None:
+    """``access_log.via`` came after "who looked" did: an older store's entries get "" (not said)."""
+    if "via" not in {c["name"] for c in inspect(conn).get_columns("access_log")}:
+        conn.exec_driver_sql("ALTER TABLE access_log ADD COLUMN via VARCHAR(64) NOT NULL DEFAULT ''")
+
+
 class Store:
     """Owns the SQLAlchemy engine; every transaction goes through ``read()`` or ``write()``."""
 
@@ -853,6 +862,7 @@ class Store:
                 # Stores made before operators existed get their (empty) tables on open.
                 metadata.create_all(conn, tables=OPERATOR_TABLES)
                 access_log.create(conn, checkfirst=True)  # stores made before "who looked"
+                _add_access_via(conn)
                 contested_index.create(conn, checkfirst=True)  # stores made before the review queue
                 if _has_index(conn, "audit_entries", _OLD_CONTEST_INDEX):
                     conn.exec_driver_sql(f"DROP INDEX {_OLD_CONTEST_INDEX}")
