@@ -1,4 +1,6 @@
-"""Membrane Console: `streamlit run console/app.py [-- --db URL]`."""
+"""Membrane Console's pages. Served by console/gateway.py: start it with `membrane-console [--db URL]`
+(console/cli.py), or `streamlit run console/gateway.py [-- --db URL]`; run directly with
+`streamlit run console/app.py` it refuses and says so."""
 
 from __future__ import annotations
 
@@ -14,6 +16,13 @@ if str(ROOT) not in sys.path:
 
 from console import auth, state  # noqa: E402
 from console.components.guard import engine_call  # noqa: E402
+
+# Not through console/gateway.py: no sign-in route for the form to post to and no Host / Origin
+# guard, so nothing of the store is served; the message names the command that serves it right.
+if not auth.served_through_gateway():
+    print(f"membrane-console: {auth.NOT_THROUGH_GATEWAY}", file=sys.stderr, flush=True)
+    st.error(auth.NOT_THROUGH_GATEWAY)
+    st.stop()
 
 # A bundled icon: a Material icon as favicon would be fetched from a font CDN, which an
 # offline operator's browser cannot reach.

@@ -25,10 +25,14 @@ TOKEN_KEY = "_membrane_session_token"
 class Session:
     operator: Operator
     expires_at: datetime
+    # How this session was adopted ("cookie", "proxy", "oidc"). The gate adopts afresh on every
+    # run, so a session with a source is only ever as old as the run. One without a source was
+    # put there directly (tests/session_kit.py for AppTest, which has no browser to sign in).
+    source: str | None = None
 
 
-def sign_in_session(operator: Operator, expires_at: datetime) -> None:
-    st.session_state[SESSION_KEY] = Session(operator, expires_at)
+def sign_in_session(operator: Operator, expires_at: datetime, source: str | None = None) -> None:
+    st.session_state[SESSION_KEY] = Session(operator, expires_at, source)
 
 
 def sign_out_session() -> None:
@@ -57,28 +61,55 @@ def authorize(action: str) -> Operator:
     return operator  # type: ignore[return-value]
 
 
-def _adopt() -> Operator | None:
-    """The operator the browser's request names, by the sign-in modes in console/signin.py."""
+NOT_THROUGH_GATEWAY = ("This console is served without its gateway (its sign-in routes and its Host / "
+                       "Origin guard). Start the console with `membrane-console` (or `streamlit run "
+                       "console/gateway.py`), not `streamlit run console/app.py`.")
+
+
+def served_through_gateway() -> bool:
+    """Is console/gateway.py serving this script? False under `streamlit run console/app.py`.
+    AppTest runs scripts with a stand-in Runtime and serves nothing, so it counts as served."""
+    from streamlit.runtime import Runtime
+
     from console import signin
 
-    token = st.context.cookies.get(signin.COOKIE)
-    if token:
+    return signin.GATEWAY_LOADED or type(Runtime._instance) is not Runtime
+
+
+def _headers(name: str) -> list[str]:
+    """Every value the browser's WebSocket handshake sent for header ``name`` (all lines)."""
+    return st.context.headers.get_all(name)
+
+
+def _cookie(name: str) -> str | None:
+    return st.context.cookies.get(name)
+
+
+def _adopt() -> Operator | None:
+    """The operator the browser's request names, by the sign-in modes in console/signin.py, with
+    role and clearance as the store has them now (so this runs on every script run: a demoted
+    operator's next run has the new role, a removed one's finds nobody)."""
+    from console import signin
+
+    # The token adopted before, then the browser's cookie (a new sign-in in this browser replaces
+    # it while the Streamlit session, and so its state, lives on).
+    for token in dict.fromkeys(t for t in (st.session_state.get(TOKEN_KEY), _cookie(signin.COOKIE)) if t):
         found = signin.session_operator(token)
         if found is not None:
             operator, expires = found
-            sign_in_session(operator, datetime.fromtimestamp(expires, timezone.utc))
+            sign_in_session(operator, datetime.fromtimestamp(expires, timezone.utc), "cookie")
             st.session_state[TOKEN_KEY] = token
             return operator
     header = signin.proxy_header()
     if header:
-        operator = signin.match_identity(signin.operators(), st.context.headers.get(header))
+        operator = signin.match_identity(signin.operators(), signin.single_value(_headers(header)))
         if operator is not None:
-            sign_in_session(operator, datetime.now(timezone.utc) + timedelta(seconds=signin.session_ttl()))
+            sign_in_session(operator, datetime.now(timezone.utc) + timedelta(seconds=signin.session_ttl()), "proxy")
             return operator
-    if signin.oidc_configured() and st.user.is_logged_in:
+    if signin.oidc_configured() and st.user.is_logged_in and signin.email_verified(st.user.get("email_verified")):
         operator = signin.match_identity(signin.operators(), st.user.get("email"))
         if operator is not None:
-            sign_in_session(operator, datetime.now(timezone.utc) + timedelta(seconds=signin.session_ttl()))
+            sign_in_session(operator, datetime.now(timezone.utc) + timedelta(seconds=signin.session_ttl()), "oidc")
             return operator
     return None
 
@@ -87,12 +118,15 @@ def gate(paths: list[str] = ()) -> Operator:
     """The signed-in operator, or the sign-in page and a stopped script: nothing of the store
     is read or sent for a session nobody has signed in to. ``paths``: the console's page
     addresses, each of which then shows the sign-in page (so a link to one asks to sign in)."""
-    from console import signin
-
-    token = st.session_state.get(TOKEN_KEY)
-    if token and signin.session_operator(token) is None:
-        sign_out_session()  # signed out elsewhere, expired, or the operator changed
-    operator = current() or _adopt()
+    session = st.session_state.get(SESSION_KEY)
+    if isinstance(session, Session) and session.source is None:
+        operator = current()  # placed by a test kit, not adopted from a browser
+    else:
+        # One look-up in the store per run (by token, header or e-mail), as the cookie check
+        # before it did: a session never outlives a change to its operator.
+        operator = _adopt()
+        if operator is None:
+            sign_out_session()  # signed out elsewhere, expired, demoted away or removed
     if operator is None:
         # A navigation of one hidden page: whatever path was asked for, the sign-in page is all
         # there is, and a sidebar drawn before a sign-out goes away.
@@ -110,7 +144,7 @@ def sign_out() -> None:
     """End this session: the cookie's token is revoked in the store, so the cookie is dead too."""
     from console import signin
 
-    token = st.session_state.get(TOKEN_KEY) or st.context.cookies.get(signin.COOKIE)
+    token = st.session_state.get(TOKEN_KEY) or _cookie(signin.COOKIE)
     if token:
         signin.operators().end_session(token)
     sign_out_session()
@@ -133,10 +167,17 @@ def _sign_in_page() -> None:
     if signin.oidc_configured():
         st.button("Sign in with your identity provider", type="primary", on_click=st.login)
         if st.user.is_logged_in:
-            st.error("Your identity provider's e-mail matches no operator: ask an admin to add it "
-                     "(`membrane-console operators set NAME --email ADDRESS`).")
+            if not signin.email_verified(st.user.get("email_verified")):
+                st.error("Your identity provider has not verified your e-mail address: verify it there, "
+                         "then sign in again.")
+            else:
+                st.error("Your identity provider's e-mail matches no operator: ask an admin to add it "
+                         "(`membrane-console operators set NAME --email ADDRESS`).")
     if signin.proxy_header():
-        st.caption("Behind the trusted proxy: its user header named no known operator.")
+        if len(_headers(signin.proxy_header())) > 1:
+            st.caption("Behind the trusted proxy: its user header came more than once, so it names nobody.")
+        else:
+            st.caption("Behind the trusted proxy: its user header named no known operator.")
     # (Field "operator", not "name": the HTML sanitizer drops names that shadow form properties.)
     # A plain HTML form posting to the gateway's /-/signin, which sets the session cookie: a
     # Streamlit widget could not (its values travel over the WebSocket, cookies do not).

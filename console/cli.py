@@ -143,6 +143,9 @@ def serve(argv: list[str]) -> int:
     parser.add_argument("--trusted-proxy-header", default=None, metavar="HEADER",
                         help="sign operators in by this header of a reverse proxy (e.g. X-Forwarded-Email); only "
                              "when the console is reachable through that proxy alone")
+    parser.add_argument("--trusted-proxies", default=None, metavar="ADDRESSES",
+                        help="comma-separated addresses or networks of reverse proxies whose X-Forwarded-For names "
+                             "the client for sign-in throttling (default: $MEMBRANE_TRUSTED_PROXIES, else none)")
     parser.add_argument("--policies", metavar="FILE", help="policy file for the Policies page and the access previews "
                         "(default: $MEMBRANE_POLICIES, else the bundled sample policy on the sample store)")
     parser.add_argument("--no-prewarm", action="store_true",
@@ -157,8 +160,12 @@ def serve(argv: list[str]) -> int:
         os.environ[signin.SESSION_HOURS_ENV] = str(args.session_hours)
     if args.trusted_proxy_header:
         os.environ[signin.PROXY_HEADER_ENV] = args.trusted_proxy_header
+    if args.trusted_proxies is not None:
+        os.environ[signin.TRUSTED_PROXIES_ENV] = args.trusted_proxies
     try:
         signin.session_ttl()
+        # What uvicorn believes X-Forwarded-For from (console/gateway.py sets it too).
+        os.environ["FORWARDED_ALLOW_IPS"] = ",".join(str(net) for net in signin.trusted_proxies())
     except ValueError as exc:
         print(f"membrane-console: {exc}", file=sys.stderr)
         return 2

@@ -35,6 +35,14 @@ from starlette.routing import Route  # noqa: E402
 
 from console import signin  # noqa: E402
 
+# console/app.py refuses to run in a server that did not load this module (`streamlit run
+# console/app.py` would serve it without the sign-in routes and the guard).
+signin.GATEWAY_LOADED = True
+# Uvicorn (Streamlit's server, configured after this module is loaded) believes X-Forwarded-For
+# from 127.0.0.1 by default and rewrites the client address with it: any local process could
+# then pose as a new client per request. It trusts what the console trusts, nothing by default.
+os.environ["FORWARDED_ALLOW_IPS"] = ",".join(str(net) for net in signin.trusted_proxies())
+
 SECURITY_HEADERS = [
     (b"content-security-policy", b"frame-ancestors 'self'"),
     (b"x-frame-options", b"SAMEORIGIN"),
@@ -59,8 +67,56 @@ def origin_allowed(origin: str | None, host: str | None) -> bool:
     return urlparse(origin).netloc.lower() == (host or "").lower()
 
 
+UPLOAD_PATH = "/_stcore/upload_file"
+# What a browser nobody has signed in to may send over the WebSocket: enough to run (and stop,
+# and keep alive) the sign-in page. Everything else (clear_cache empties every user's caches,
+# file_urls_request opens uploads, backend operations fetch deferred files) needs a session.
+ANONYMOUS_BACK_MSGS = frozenset({"rerun_script", "stop_script", "app_heartbeat"})
+
+
+async def _signed_in_operator(scope):
+    """The operator the request's cookie, proxy header or identity-provider cookie names now."""
+    from starlette.requests import HTTPConnection
+
+    conn = HTTPConnection(scope)
+    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
+    scheme = "https" if conn.url.scheme in ("https", "wss") else "http"
+    origin = conn.headers.get("origin") or f"{scheme}://{conn.headers.get('host', '')}"
+    return await run_in_threadpool(signin.request_operator, headers, dict(conn.cookies), origin)
+
+
+def _back_msg_type(data: bytes | None) -> str | None:
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    msg = BackMsg()
+    try:
+        msg.ParseFromString(data or b"")
+    except Exception:  # Streamlit closes the connection on it (protocol error)
+        return None
+    return msg.WhichOneof("type")
+
+
+def _session_checked(scope, receive):
+    """``receive`` that drops the WebSocket messages a client without a session may not send
+    (ANONYMOUS_BACK_MSGS). The store is asked at each such message, not at the handshake: a
+    session signed out, expired or removed since then sends nothing more."""
+
+    async def checked():
+        while True:
+            message = await receive()
+            if message.get("type") != "websocket.receive" or message.get("bytes") is None:
+                return message
+            kind = _back_msg_type(message["bytes"])
+            if kind is None or kind in ANONYMOUS_BACK_MSGS or await _signed_in_operator(scope) is not None:
+                return message
+
+    return checked
+
+
 class Guard:
-    """Pure ASGI middleware (HTTP and WebSocket alike)."""
+    """Pure ASGI middleware (HTTP and WebSocket alike): Host and Origin, framing, and nothing
+    beyond the sign-in page for a client nobody has signed in to (no upload, no WebSocket
+    message other than running the page)."""
 
     def __init__(self, app):
         self.app = app
@@ -83,6 +139,16 @@ class Guard:
                            headers={"content-security-policy": "frame-ancestors 'none'"})(scope, receive, send)
             return
 
+        if scope["type"] == "http" and scope.get("path", "").startswith(UPLOAD_PATH):
+            if await _signed_in_operator(scope) is None:
+                # A file is held in server memory until its session ends: nobody who has not
+                # signed in may put one there.
+                await Response("Refused: sign in first.\n", status_code=403, media_type="text/plain")(
+                    scope, receive, send)
+                return
+        if scope["type"] == "websocket":
+            receive = _session_checked(scope, receive)
+
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
                 names = {k.lower() for k, _ in message.get("headers", [])}
@@ -99,7 +165,20 @@ class Guard:
 class Throttle:
     """Failed sign-ins per key (a name, a client address), kept in this server process. After
     ``free`` failures within ``window`` seconds a key waits, doubling from ``base`` seconds per
-    further failure up to ``cap``; a success clears the name's count."""
+    further failure up to ``cap``; a success clears the name's count.
+
+    Concurrency: ``reserve`` checks the keys and counts the attempt as a failure in one step under
+    the lock, before the password is checked; ``succeeded`` takes it back. So sixty guesses sent
+    at once cannot all pass the check before the first one fails: at most ``free`` of them are
+    checked, the rest wait.
+
+    Lock-out: a name's count stops only the clients that have failed recently themselves. Whoever
+    guesses at a name locks out their own address (the client key) and the name for addresses
+    that have also guessed wrong; the operator signing in from a clean address is not stopped.
+    The price: a guesser with many addresses gets one try per fresh address while the name is
+    locked (rather than ``free`` per address with no name limit at all), which the client key and
+    a real password's length have to bear. Behind a proxy the client is its X-Forwarded-For only
+    when the proxy is listed in MEMBRANE_TRUSTED_PROXIES (signin.client_address)."""
 
     def __init__(self, free: int = 5, base: float = 30.0, cap: float = 900.0, window: float = 900.0):
         self.free, self.base, self.cap, self.window = free, base, cap, window
@@ -118,16 +197,46 @@ class Throttle:
             return 0.0
         return max(0.0, last + min(self.base * 2 ** (count - self.free), self.cap) - now)
 
+    def _count(self, key: str, now: float) -> int:
+        count, last = self._failures.get(key, (0, 0.0))
+        return 0 if now - last > self.window else count
+
+    def reserve(self, client: str, name: str | None = None, now: float | None = None) -> float:
+        """0 and the attempt counted as a failure of ``client`` (and ``name``), or the seconds to
+        wait and nothing counted. The name's count applies only to a client with failures of its
+        own (see the class)."""
+        now = time.monotonic() if now is None else now
+        keys = [client] + ([name] if name is not None else [])
+        with self._lock:
+            waits = [self._wait(client, now)]
+            if name is not None and self._count(client, now) > 0:
+                waits.append(self._wait(name, now))
+            wait = max(waits)
+            if wait > 0:
+                return wait
+            self._failed(keys, now)
+            return 0.0
+
     def failed(self, keys: list[str], now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         with self._lock:
-            for k in keys:
-                count, last = self._failures.get(k, (0, 0.0))
-                self._failures[k] = (1 if now - last > self.window else count + 1, now)
+            self._failed(keys, now)
 
-    def succeeded(self, key: str) -> None:
+    def _failed(self, keys: list[str], now: float) -> None:
+        for k in keys:
+            count, last = self._failures.get(k, (0, 0.0))
+            self._failures[k] = (1 if now - last > self.window else count + 1, now)
+
+    def succeeded(self, client: str, name: str | None = None) -> None:
+        """The reserved attempt was right: it is no failure of the client, and the name is clear."""
         with self._lock:
-            self._failures.pop(key, None)
+            count, last = self._failures.get(client, (0, 0.0))
+            if count <= 1:
+                self._failures.pop(client, None)
+            else:
+                self._failures[client] = (count - 1, last)
+            if name is not None:
+                self._failures.pop(name, None)
 
 
 THROTTLE = Throttle()
@@ -175,29 +284,33 @@ async def signin_route(request: Request) -> Response:
         return _page(_form("The form is too large."), 413)
     form = await request.form()
     name, password = str(form.get("operator", ""))[:64], str(form.get("password", ""))[:1024]
-    keys = [f"name:{name.lower()}", f"client:{request.client.host if request.client else '?'}"]
-    wait = THROTTLE.wait(keys)
+    client, name_key = _client_key(request), f"name:{name.lower()}"
+    wait = THROTTLE.reserve(client, name_key)  # counted as failed until the password is right
     if wait > 0:
         return _page(_form(f"Too many failed sign-ins: try again in {int(wait) + 1} s.", name), 429)
     operator = await run_in_threadpool(signin.check_password, name, password)
     if operator is None:
-        THROTTLE.failed(keys)
         return _page(_form("Unknown name or wrong password.", name), 401)
-    THROTTLE.succeeded(keys[0])
+    THROTTLE.succeeded(client, name_key)
     return await run_in_threadpool(_signed_in, request, operator.name)
+
+
+def _client_key(request: Request) -> str:
+    peer = request.client.host if request.client else None
+    return "client:" + signin.client_address(peer, request.headers.getlist("x-forwarded-for"))
 
 
 async def first_run_route(request: Request) -> Response:
     token = request.query_params.get("token", "")
-    keys = [f"client:{request.client.host if request.client else '?'}"]
-    if THROTTLE.wait(keys) > 0:
+    client = _client_key(request)
+    if THROTTLE.reserve(client) > 0:
         return _page("<p class=err>Too many failed attempts: try again later.</p>", 429)
     operator = await run_in_threadpool(signin.redeem_first_run, token)
     if operator is None:
-        THROTTLE.failed(keys)
         return _page("<p class=err>This sign-in link is not valid: it was used already, it expired, or it was "
                      "mistyped. Restart <code>membrane-console</code> for a new one, or <a href=signin>sign in"
                      "</a>.</p>", 403)
+    THROTTLE.succeeded(client)
     return await run_in_threadpool(_signed_in, request, operator.name)
 
 

@@ -8,6 +8,9 @@ the page gate share them):
 
 A browser session is a random token in an HttpOnly cookie; the store keeps its hash and expiry,
 so signing out, a changed password, role or clearance, or a removed operator ends it at once.
+Whatever the mode, role and clearance are read from the store on every script run
+(console/auth.py gate), and the gateway asks ``request_operator`` before it lets a request
+upload a file or send the WebSocket anything beyond a rerun.
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ COOKIE = "membrane_session"
 SESSION_HOURS_ENV = "MEMBRANE_SESSION_HOURS"
 DEFAULT_SESSION_HOURS = 12.0
 PROXY_HEADER_ENV = "MEMBRANE_TRUSTED_PROXY_HEADER"
+# Addresses (or networks) of reverse proxies whose X-Forwarded-For names the client, comma-
+# separated; default none: the client is the socket's peer, whatever headers it sends.
+TRUSTED_PROXIES_ENV = "MEMBRANE_TRUSTED_PROXIES"
+# Set by console/gateway.py when it is loaded: the console is being served through it.
+GATEWAY_LOADED = False
 FIRST_RUN_TTL = 3600.0  # a first-run link works once, within the hour after it was printed
 
 
@@ -42,6 +50,62 @@ def proxy_header() -> str | None:
     """The header a trusted reverse proxy puts the operator's name or e-mail in, if switched on."""
     name = os.environ.get(PROXY_HEADER_ENV, "").strip()
     return name or None
+
+
+def trusted_proxies() -> list:
+    """The networks of MEMBRANE_TRUSTED_PROXIES (addresses or CIDR networks, comma-separated)."""
+    import ipaddress
+
+    raw = os.environ.get(TRUSTED_PROXIES_ENV, "")
+    nets = []
+    for part in (p.strip() for p in raw.split(",")):
+        if part:
+            try:
+                nets.append(ipaddress.ip_network(part, strict=False))
+            except ValueError:
+                raise ValueError(f"{TRUSTED_PROXIES_ENV} must list IP addresses or networks (got {part!r})") from None
+    return nets
+
+
+def _trusted(address: str, nets: list) -> bool:
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(address.strip().strip("[]"))
+    except ValueError:
+        return False
+    return any(ip in net for net in nets)
+
+
+def client_address(peer: str | None, forwarded_for: list[str]) -> str:
+    """Who is asking, for throttling: the socket's peer, unless that peer is a trusted proxy; then
+    the nearest X-Forwarded-For hop that is not one. Entries left of it are whatever the client
+    wrote, so a client that rotates them gets nothing from it; without trusted proxies the header
+    is not read at all."""
+    peer = peer or "?"
+    nets = trusted_proxies()
+    if not nets or not _trusted(peer, nets):
+        return peer
+    hops = [h.strip() for line in forwarded_for for h in line.split(",") if h.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop, nets):
+            return hop
+    return hops[0] if hops else peer
+
+
+def single_value(values: list[str]) -> str | None:
+    """The one value of an identity header, or None when it came twice (two header lines, or two
+    values in one line): which copy the proxy wrote and which the client smuggled is unknowable,
+    so neither is believed."""
+    if len(values) != 1 or "," in values[0] or not values[0].strip():
+        return None
+    return values[0].strip()
+
+
+def email_verified(claim) -> bool:
+    """An identity provider's ``email_verified`` claim, true only when it says so: an unverified
+    address (anyone can type an admin's e-mail into some providers) names nobody."""
+    return claim is True or (isinstance(claim, str) and claim.strip().lower() == "true")
 
 
 def oidc_configured() -> bool:
@@ -101,3 +165,37 @@ def match_identity(ops: Operators, identity: str | None) -> Operator | None:
         except Exception:  # NotFoundError, or a name the store refuses
             return None
     return found
+
+
+def request_operator(headers: list[tuple[str, str]], cookies: dict[str, str],
+                     origin: str | None = None) -> Operator | None:
+    """The operator a web request (or WebSocket handshake) is signed in as now, by any of the three
+    modes, or None: the gateway's question before anything but the sign-in page is served."""
+    token = cookies.get(COOKIE)
+    if token:
+        found = session_operator(token)
+        if found is not None:
+            return found[0]
+    header = proxy_header()
+    if header:
+        values = [v for k, v in headers if k.lower() == header.lower()]
+        operator = match_identity(operators(), single_value(values))
+        if operator is not None:
+            return operator
+    if oidc_configured() and origin:
+        user = _oidc_user(cookies, origin)
+        if user and user.get("is_logged_in") and email_verified(user.get("email_verified")):
+            return match_identity(operators(), user.get("email"))
+    return None
+
+
+def _oidc_user(cookies: dict[str, str], origin: str) -> dict | None:
+    """Streamlit's signed identity cookie (st.login), checked as its WebSocket handler checks it."""
+    try:
+        from streamlit.web.server.starlette.starlette_websocket import (
+            USER_COOKIE_NAME, _get_signed_cookie_with_chunks, _parse_decoded_user_cookie)
+
+        raw = _get_signed_cookie_with_chunks(cookies, USER_COOKIE_NAME)
+        return _parse_decoded_user_cookie(raw, origin) if raw else None
+    except Exception:  # a forged, stale or unreadable cookie is no identity
+        return None
