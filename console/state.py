@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 
 from membrane_engine import Membrane
 from membrane_engine.errors import MembraneError
-from membrane_engine.storage.store import default_url
+from membrane_engine import default_url
 
 from console.components.guard import show_error
 
@@ -177,10 +177,23 @@ def keep_page_query(page: str, query: dict[str, str], trust_prefix: str | None =
     held = st.session_state.get(_HELD + page)
     if held == "pending":  # the state the page was just restored to
         st.session_state[_HELD + page] = dict(query)
-        return
-    if held == query:
-        return
-    st.session_state[_HELD + page] = None
-    st.session_state[_ARRIVED_AT + page] = None
+    elif held != query:
+        st.session_state[_HELD + page] = None
+        st.session_state[_ARRIVED_AT + page] = None
+    # The URL holds the page's whole state at all times, so a reload or a copied link brings it
+    # back: also after the sidebar's navigation (a bare address) or a partial link. The price is
+    # one browser history entry more there (the bare address): Back from it shows the same state
+    # (rewritten in place, not added), a second Back leaves the page.
     if st.query_params.to_dict() != query:
         st.query_params.from_dict(query)
+
+
+def ignored_parameter(name: str, value: str, expected: str) -> str:
+    """The warning for a link parameter a page does not use: ``name``, ``value`` and what it takes."""
+    return f"ignored link parameter {name}={value!r}: expected {expected}"
+
+
+def unknown_parameters(query: dict[str, str], known: tuple[str, ...] | set[str]) -> list[str]:
+    """Warnings for the parameters of ``query`` that the page has no use for."""
+    return [f"ignored link parameter {k}={v!r}: not a parameter of this page" for k, v in query.items()
+            if k not in known]

@@ -16,10 +16,39 @@ from .schema import AuditEntry, MemoryRecord, MemoryType, Sensitivity
 from .selector import SelectionResult
 from .trust import TrustContext, Verdict
 
+# What the console may use beside the facade and the operator's view (SPEC 10, "One door"): models,
+# enums and constants, and pure rules (no store). Everything that reads or writes a store on an
+# operator's behalf is a method of ``Membrane.as_operator``'s view; an import contract keeps the
+# console to ``membrane_engine`` and ``membrane_engine.errors``.
+from .explorer import NO_STATUS, SORTS, Filters
+from .exposure import Exposures, import_exposures, plan_exposures
+from .graph import DEFAULT_EDGE_LIMIT, DEFAULT_NODE_LIMIT, DEFAULT_ROOT_LIMIT
+from .history import kind_of
+from .labels import label
+from .metrics import BUCKETS
+from .operator_store import FIRST_RUN, SESSION, Operators
+from .operator_view import OperatorView
+from .operators import ACTION_ROLES, Operator, Role, permits
+from .retrieval import MAX_LIMIT, records_returned
+from .salience import PRUNE_THRESHOLD
+from .sample import sample_store_path
+from .schema import (CANONICAL_LAYER_ORDER, AuditAction, RevisionStatus, format_time, parse_time, to_epoch,
+                     validate_record)
+from .storage.columns import TYPE_NAMES
+from .storage.store import default_url
+from .trust import decide, narrowest, stricter
+
 __all__ = [
     "Membrane", "MemoryRecord", "TrustContext", "RetrieveRequest", "RetrieveResponse", "SelectionResult",
     "Sensitivity", "MemoryType", "AuditEntry", "Explanation", "Simulation", "Verdict",
     "MembraneError", "NilTrustError", "AccessDeniedError", "NotFoundError", "ValidationError",
     "EpisodicImmutableError", "AlreadyExistsError",
     "RetrieveGraphRequest", "RetrieveGraphResponse", "GraphNode", "GraphEdge",
+    # the operator's view and what the console uses beside it
+    "OperatorView", "Operator", "Operators", "Role", "permits", "ACTION_ROLES", "FIRST_RUN", "SESSION",
+    "AuditAction", "RevisionStatus", "CANONICAL_LAYER_ORDER", "TYPE_NAMES", "format_time", "parse_time", "to_epoch",
+    "validate_record", "decide", "narrowest", "stricter", "kind_of", "label", "Filters", "SORTS", "NO_STATUS",
+    "Exposures", "import_exposures", "plan_exposures", "DEFAULT_ROOT_LIMIT", "DEFAULT_NODE_LIMIT",
+    "DEFAULT_EDGE_LIMIT", "BUCKETS", "MAX_LIMIT", "records_returned", "PRUNE_THRESHOLD", "sample_store_path",
+    "default_url",
 ]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from . import curation
 from .errors import MembraneError, NotFoundError, ValidationError
 from .schema import check_ids
-from .trust import TrustContext, Verdict, as_trust, verdict_as_read
+from .trust import TrustContext, as_trust
 
 if TYPE_CHECKING:  # pragma: no cover
     from .membrane import Membrane
@@ -136,20 +136,8 @@ def _message(exc: MembraneError) -> str:
 
 
 def _gate(doc: dict[str, Any] | None, rid: str, clearance: TrustContext | None) -> None:
-    """The operator's clearance must see the record in full, on its labels as stored (a curation
-    shows and changes what a redacted view withholds); decided before the operation's own rules,
-    so a refusal says nothing about a record beyond it. A record it does not see (or an id not
-    in the store) is "not found", the two alike."""
-    if doc is None:
-        raise NotFoundError(rid)
-    if clearance is None:
-        return
-    verdict = verdict_as_read(doc.get("sensitivity"), str(doc.get("scope") or ""), clearance)
-    if verdict is Verdict.HIDDEN:
-        raise NotFoundError(rid)
-    if verdict is Verdict.REDACTED:
-        raise ValidationError(f"record {rid!r} is beyond your clearance (you see it redacted); it cannot be "
-                              "changed from here", [("id", "beyond the clearance")])
+    """The operator's clearance must see the record in full (``curation.gate_write``)."""
+    curation.gate_write(doc, rid, clearance)
 
 
 def _check_arguments(planner: Any, view: Any, now: datetime, op: str, actor: str, rationale: str,

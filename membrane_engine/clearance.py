@@ -9,8 +9,9 @@ through ``trust.narrowest(context, clearance)``.
 
 "Who looked": opening a record in full at or above ``access_log_level()`` appends an access entry
 (operator, record, time, and the page or command it came through) to ``access_log``, in a
-transaction of its own; ``log_accesses`` appends many in one. Access entries are not
-audit actions (SPEC 6) and nothing in the engine updates or deletes one.
+transaction of its own; ``log_accesses`` appends many in one. The log is a hash chain under the
+audit key (row_seal.py), so an entry changed or deleted in the database shows in verify_audit.
+Access entries are not audit actions (SPEC 6) and nothing in the engine updates or deletes one.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, func, or_, select
 
-from .audit import AuditRow, _row_to_audit, filter_conditions
+from . import row_seal
+from .audit import MAX_QUERY_LIMIT, AuditRow, _row_to_audit, filter_conditions
 from .errors import NotFoundError, ValidationError
-from .retrieval import Explanation, RetrieveRequest, Simulation
-from .schema import (UTC, MemoryRecord, Sensitivity, check_id, check_instant, check_text, sensitivity_level,
-                     to_epoch)
+from .retrieval import MAX_LIMIT, Explanation, RetrieveRequest, Simulation
+from .schema import (MAX_ACTOR_LENGTH, MAX_ID_LENGTH, MAX_OFFSET, UTC, MemoryRecord, Sensitivity, check_floor,
+                     check_id, check_instant, check_string, check_text, check_whole, sensitivity_level, to_epoch)
 from .storage.store import access_log, archive, audit_entries, records
 from .trust import TrustContext, Verdict, as_trust, covers, decide, gate_as_read, narrowest, stricter
 
@@ -91,6 +93,7 @@ def view(membrane: "Membrane", record_id: str, clearance: TrustContext, as_of: d
     does not see is NotFoundError, as if absent. With ``actor``, opening one in full at or above
     ``access_log_level()`` is logged as that actor's access."""
     clearance = as_trust(clearance, "clearance")
+    actor = _check_actor(actor) if actor is not None else None  # refused even when nothing is logged
     record = membrane.get(record_id, as_of=as_of)
     out = shown(record, clearance)
     if out is None:
@@ -137,7 +140,9 @@ def simulate(membrane: "Membrane", request: RetrieveRequest, clearance: TrustCon
         request = RetrieveRequest(**request)
     if isinstance(request, RetrieveRequest) and request.as_of is None:  # both runs at one instant
         request = request.model_copy(update={"as_of": membrane.now()})
-    asked = membrane.simulate(request, counts=counts)
+    # Counts are over the records the clearance sees (SPEC 10, "One door"): what lies beyond it
+    # is the one total ``withheld``, never broken down by type or verdict.
+    asked = membrane._run(request, counts, MAX_LIMIT, within=None if sees_everything(clearance) else clearance)
     trust = as_trust(request.trust)
     if covers(clearance, trust):
         return asked
@@ -178,11 +183,14 @@ def explain(membrane: "Membrane", record_id: str, trust: TrustContext, clearance
     verdict = stricter(theirs.verdict, mine.verdict)
     if verdict is theirs.verdict:
         return theirs
+    # A retracted / superseded reason tells what the content says: not past a clearance that
+    # sees the record only redacted.
+    kept = [k for k, rule in enumerate(theirs.rules) if rule not in ("retracted", "superseded")]
     return theirs.model_copy(update={
         "verdict": verdict,
-        "reasons": theirs.reasons + [f"your clearance shows it {verdict.value} (the context sees it "
-                                     f"{theirs.verdict.value}): " + "; ".join(mine.reasons)],
-        "rules": theirs.rules + ["clearance"],
+        "reasons": [theirs.reasons[k] for k in kept] + [f"your clearance shows it {verdict.value} (the context sees "
+                                                        f"it {theirs.verdict.value}): " + "; ".join(mine.reasons)],
+        "rules": [theirs.rules[k] for k in kept] + ["clearance"],
     })
 
 
@@ -204,11 +212,13 @@ def _archived_labels(conn, ids: list[str] | None = None) -> dict[str, tuple[str,
     return out
 
 
-def _audit_visibility(conn, clearance: TrustContext) -> Any:
-    """SQL: audit entries of records ``clearance`` sees (in full or redacted), live or archived."""
+def _audit_visibility(conn, clearance: TrustContext, full_only: bool = False) -> Any:
+    """SQL: audit entries of records ``clearance`` sees (in full or redacted; with ``full_only``,
+    in full), live or archived."""
+    wanted = {Verdict.FULL} if full_only else {Verdict.FULL, Verdict.REDACTED}
     archived = [rid for rid, (sens, scope) in _archived_labels(conn).items()
-                if verdict_of(sens, scope, clearance) is not Verdict.HIDDEN]
-    live = audit_entries.c.record_id.in_(select(records.c.id).where(visible_condition(clearance)))
+                if verdict_of(sens, scope, clearance) in wanted]
+    live = audit_entries.c.record_id.in_(select(records.c.id).where(visible_condition(clearance, full_only)))
     return or_(live, audit_entries.c.record_id.in_(archived)) if archived else live
 
 
@@ -237,17 +247,39 @@ def audit_query(membrane: "Membrane", clearance: TrustContext, actor: str | None
     """``Membrane.audit_query`` through a clearance: entries of records it does not see are
     absent (not counted, not listed); entries of records it sees redacted are ``masked``."""
     clearance = as_trust(clearance, "clearance")
+    limit, offset = check_whole(limit, "limit", 0, MAX_QUERY_LIMIT), check_whole(offset, "offset", 0, MAX_OFFSET)
     if sees_everything(clearance):
         return membrane.audit_query(actor=actor, action=action, record_id=record_id, since=since, until=until,
                                     limit=limit, offset=offset)
     with membrane.store.read() as conn:
-        conditions = filter_conditions(actor, action, record_id, since, until) + [_audit_visibility(conn, clearance)]
+        # Who wrote an entry is withheld on a record seen redacted, so filtering by actor may only
+        # match entries of records the clearance sees in full (else the match itself would tell).
+        visibility = _audit_visibility(conn, clearance, full_only=bool(actor))
+        conditions = filter_conditions(actor, action, record_id, since, until) + [visibility]
         total = conn.execute(select(func.count()).select_from(audit_entries).where(*conditions)).scalar()
         q = (select(audit_entries).where(*conditions)
              .order_by(audit_entries.c.ts.desc(), audit_entries.c.seq.desc()).limit(limit).offset(offset))
         rows = [_row_to_audit(r) for r in conn.execute(q)]
         full = _full_ids(conn, [r.record_id for r in rows], clearance) if rows else set()
     return int(total), [r if r.record_id in full else masked(r) for r in rows]
+
+
+def audit_action_counts(membrane: "Membrane", clearance: TrustContext, until: datetime) -> dict[str, int]:
+    """Audit entries by action written at or before ``until`` on the records ``clearance`` sees
+    (what an operator's metrics count, SPEC 10)."""
+    clearance = as_trust(clearance, "clearance")
+    with membrane.store.read() as conn:
+        q = (select(audit_entries.c.action, func.count())
+             .where(audit_entries.c.ts <= to_epoch(until), _audit_visibility(conn, clearance))
+             .group_by(audit_entries.c.action))
+        return {str(action): int(n) for action, n in conn.execute(q)}
+
+
+def audit_conditions(conn, clearance: TrustContext) -> list[Any]:
+    """SQL conditions limiting audit entries to those of records ``clearance`` sees (none for a
+    clearance that sees everything): for counts and charts of the log."""
+    clearance = as_trust(clearance, "clearance")
+    return [] if sees_everything(clearance) else [_audit_visibility(conn, clearance)]
 
 
 def audit_rows(membrane: "Membrane", record_id: str, clearance: TrustContext) -> list[AuditRow]:
@@ -263,6 +295,7 @@ def audit_actors(membrane: "Membrane", clearance: TrustContext, limit: int = 500
     """Actors of the entries of records ``clearance`` sees in full, most frequent first (an
     actor is part of the audit log a redacted view withholds)."""
     clearance = as_trust(clearance, "clearance")
+    limit = check_whole(limit, "limit", 0, MAX_QUERY_LIMIT)
     with membrane.store.read() as conn:
         q = select(audit_entries.c.actor, func.count().label("n"))
         if not sees_everything(clearance):
@@ -359,6 +392,10 @@ def past_curve(membrane: "Membrane", record_id: str, clearance: TrustContext
         return [v if seen[max(0, bisect.bisect_right(starts, to_epoch(t)) - 1)] else None
                 for t, v in zip(times, values)]
 
+    # A None is "withheld" or "unknown" (the trail tells no value: history.unknown_at); pages
+    # draw them apart, and only where the clearance sees the record then.
+    curve.unknown = lambda times: [u and seen[max(0, bisect.bisect_right(starts, to_epoch(t)) - 1)]
+                                   for t, u in zip(times, past.unknown_at(record, anchor, rows, times))]
     return curve
 
 
@@ -376,6 +413,8 @@ def time_below(membrane: "Membrane", record_id: str, threshold: float, start: da
     [start, end], as ``clearance`` may see it (``history.first_below`` over ``past_curve``)."""
     from . import history as past
 
+    threshold = check_floor(threshold, "threshold")
+    start, end = check_instant(start, "start"), check_instant(end, "end")
     return past.first_below(past_curve(membrane, record_id, clearance), threshold, start, end)
 
 
@@ -444,7 +483,9 @@ def log_accesses(membrane: "Membrane", actor: str, entries: list[tuple[str, str,
         return
     ts = to_epoch(membrane.now())
     with membrane.store.write() as conn:
-        conn.execute(access_log.insert(), [{**row, "actor": actor, "ts": ts, "via": via} for row in rows])
+        # Chained and sealed like the audit log (row_seal.py): a deleted or edited entry shows in
+        # verify_audit, and a process without the store's audit key cannot write one.
+        row_seal.append_access(conn, [{**row, "actor": actor, "ts": ts, "via": via} for row in rows])
 
 
 def log_access(membrane: "Membrane", record_id: str, actor: str, sensitivity: str, scope: str = "",
@@ -457,6 +498,9 @@ def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record
              actor: str | None = None, limit: int = 100, offset: int = 0) -> tuple[int, list[Access]]:
     """Access entries, newest first: (how many match, the page). With ``clearance``, only the
     entries of records it sees (by the labels the record had when it was opened)."""
+    record_id = check_string(record_id, "record_id", MAX_ID_LENGTH, optional=True)
+    actor = check_string(actor, "actor", MAX_ACTOR_LENGTH, optional=True)
+    limit, offset = check_whole(limit, "limit", 0, MAX_QUERY_LIMIT), check_whole(offset, "offset", 0, MAX_OFFSET)
     conditions = []
     if record_id:
         conditions.append(access_log.c.record_id == record_id)

@@ -26,11 +26,15 @@ import numpy as np
 from sqlalchemy.engine import Connection
 
 from . import audit, history
-from .errors import AlreadyExistsError, EpisodicImmutableError, NotFoundError, ValidationError
+from .errors import AccessDeniedError, AlreadyExistsError, EpisodicImmutableError, NotFoundError, ValidationError
 from .salience import PRUNE_THRESHOLD, anchor_of, columns_of, salience_at, salience_of
 from .schema import (
     MAX_ACTOR_LENGTH,
+    MAX_RATIONALE_LENGTH,
+    MAX_REF_LENGTH,
     MAX_SCOPE_LENGTH,
+    MAX_TAG_LENGTH,
+    MAX_TAGS,
     UTC,
     AuditAction,
     AuditEntry,
@@ -53,6 +57,7 @@ from .schema import (
     validate_record,
 )
 from .storage.store import Store, StoredRow, archive_text, record_row
+from .trust import TrustContext, Verdict, as_trust, verdict_as_read
 
 AUTO_PRUNE_CODE = 0  # columns.POLICY_CODES["auto_prune"]
 
@@ -173,6 +178,80 @@ class _View:
         return self.store.changed_since(self.conn, seq)
 
 
+class _Within(_View):
+    """A ``_View`` through an operator's clearance (SPEC 10, "One door"): a record it does not
+    see in full reads as absent to every rule of a planner (so no refusal, relation or count
+    tells anything about it), except the record the operation names, which is refused before
+    the planner runs (``gate_write``). ``quiet``: records it sees redacted read as absent too
+    (prune, which names no record, acts only on what the clearance sees in full)."""
+
+    def __init__(self, store: Store, conn: Connection, locking: bool, snapshot: Any, clearance: TrustContext,
+                 quiet: bool = False):
+        super().__init__(store, conn, locking, snapshot)
+        self.clearance = clearance
+        self.quiet = quiet
+
+    def _full(self, doc: dict[str, Any] | None) -> bool:
+        return doc is not None and verdict_as_read(doc.get("sensitivity"), str(doc.get("scope") or ""),
+                                                   self.clearance) is Verdict.FULL
+
+    def rows(self, ids: Iterable[str]) -> dict[str, StoredRow]:
+        found = super().rows(ids)
+        out = {}
+        for rid, row in found.items():
+            if self._full(row.doc):
+                out[rid] = row
+            elif not self.quiet:
+                gate_write(row.doc, rid, self.clearance)  # hidden: absent; redacted: refused
+        return out
+
+    def existing(self, ids: Iterable[str], include_archive: bool = True) -> set[str]:
+        found = super().existing(ids, include_archive)
+        if include_archive or not found:
+            return found  # a new record's id is checked against every id, seen or not
+        rows = self.store.fetch(self.conn, sorted(found))
+        return {rid for rid, row in rows.items() if self._full(row.doc)}
+
+    def archived(self, record_id: str) -> tuple[dict[str, Any], str | None] | None:
+        found = super().archived(record_id)
+        if found is None:
+            return None
+        if verdict_as_read(found[0].get("sensitivity"), str(found[0].get("scope") or ""),
+                           self.clearance) is Verdict.HIDDEN:
+            return None
+        gate_write(found[0], record_id, self.clearance)
+        return found
+
+
+def gate_write(doc: dict[str, Any] | None, rid: str, clearance: TrustContext | None) -> None:
+    """May an operator with ``clearance`` change the record stored as ``doc``? Decided on its
+    labels as stored, before any rule of the operation, so a refusal says nothing about a record
+    beyond the clearance: one it does not see (or an id not in the store) is "not found", the
+    two alike; one it sees redacted is AccessDeniedError (a change shows and alters what a
+    redacted view withholds)."""
+    if doc is None:
+        raise NotFoundError(rid)
+    if clearance is None:
+        return
+    verdict = verdict_as_read(doc.get("sensitivity"), str(doc.get("scope") or ""), clearance)
+    if verdict is Verdict.HIDDEN:
+        raise NotFoundError(rid)
+    if verdict is Verdict.REDACTED:
+        raise AccessDeniedError(f"record {rid!r} is beyond your clearance (you see it redacted); it cannot be "
+                                "changed from here")
+
+
+def _created_within(plan: "CurationPlan", clearance: TrustContext) -> None:
+    """A record an operator creates (supersede, fork, merge) must be one their clearance sees in
+    full: nobody writes into a scope or level they cannot read."""
+    for change in plan.changes:
+        if change.kind == "create" and verdict_as_read(change.after.sensitivity, change.after.scope,
+                                                       clearance) is not Verdict.FULL:
+            raise AccessDeniedError(f"the new record {change.after.id!r} ({change.after.sensitivity.value}"
+                                    f"{', scope ' + repr(change.after.scope) if change.after.scope else ''}) "
+                                    "would be beyond your clearance; nothing was written")
+
+
 class _Builder:
     def __init__(self, op: str, now: datetime):
         self.op = op
@@ -230,7 +309,7 @@ def _id(value: Any, name: str = "id") -> str:
 
 def _who(actor: Any, rationale: Any) -> tuple[str, str]:
     """The actor (a column of MAX_ACTOR_LENGTH) and rationale (text) every entry names."""
-    return _text(actor, "actor", MAX_ACTOR_LENGTH), _text(rationale, "rationale")
+    return _text(actor, "actor", MAX_ACTOR_LENGTH), _text(rationale, "rationale", MAX_RATIONALE_LENGTH)
 
 
 def _number(value: Any, name: str, non_negative: bool = False) -> float:
@@ -457,7 +536,7 @@ def plan_contest(v: _View, now: datetime, id: str, contesting_ref: str, actor: s
     rid = _id(id)
     # "" contests without naming a contender (Membrane allows it); any other ref is a string
     # without NUL, as it is looked up as a record id.
-    ref = "" if contesting_ref == "" else _text(contesting_ref, "contesting_ref")
+    ref = "" if contesting_ref == "" else _text(contesting_ref, "contesting_ref", MAX_REF_LENGTH)
     rows, recs = _load(v, [rid])
     _no_episodic(recs.values(), "contested")
     row, record = rows[rid], recs[rid]
@@ -599,8 +678,13 @@ def plan_reclassify(v: _View, now: datetime, id: str, actor: str, rationale: str
         if isinstance(tags, (str, bytes, dict)) or not isinstance(tags, Iterable):
             raise ValidationError(f"tags must be a list of strings (got {_shown(tags)})", [("tags", "not a list")])
         tags = list(tags)
-        if not all(isinstance(t, str) for t in tags):
-            raise ValidationError("tags must be a list of strings", [("tags", "not a string")])
+        odd = next((t for t in tags if not isinstance(t, str)), None)
+        if odd is not None or len(tags) != sum(isinstance(t, str) for t in tags):
+            raise ValidationError(f"tags must be a list of strings (got {_shown(odd)})", [("tags", "not a string")])
+        if len(tags) > MAX_TAGS:
+            raise ValidationError(f"tags has {len(tags)} tags; the limit is {MAX_TAGS}", [("tags", "too many")])
+        for t in tags:
+            check_text(t, "tags", MAX_TAG_LENGTH)
     rows, recs = _load(v, [rid])
     row, record = rows[rid], recs[rid]
     after = _clone(record)
@@ -957,19 +1041,44 @@ class CurationMixin:
         operation itself is (``m.preview("reinforce", id, actor, rationale, gain=0.2)``): the
         records as they would be after the change and the audit entries that would be written.
         Raises what the operation would raise; writes nothing."""
+        return self.preview_within(None, op, *args, **kwargs)
+
+    def preview_within(self, clearance: TrustContext | None, op: str, *args: Any, **kwargs: Any) -> CurationPlan:
+        """``preview`` for an operator whose ``clearance`` must see every record involved in full
+        (``_Within``; the operator's view, SPEC 10)."""
         planner = _planner(op)
         _check_call(op, planner, args, kwargs)
         snapshot = self.columns.current() if op == "prune" else None  # type: ignore[attr-defined]
         with self.store.read() as conn:
-            return planner(_View(self.store, conn, False, snapshot), self.now(), *args, **kwargs)
+            view = self._planner_view(conn, False, snapshot, clearance, op)
+            plan = planner(view, self.now(), *args, **kwargs)
+        if clearance is not None:
+            _created_within(plan, clearance)
+        return plan
+
+    def _planner_view(self, conn: Connection, locking: bool, snapshot: Any, clearance: TrustContext | None,
+                      op: str) -> _View:
+        if clearance is None:
+            return _View(self.store, conn, locking, snapshot)
+        return _Within(self.store, conn, locking, snapshot, as_trust(clearance, "clearance"), quiet=op == "prune")
 
     def _curate(self, op: str, *args: Any, **kwargs: Any) -> CurationPlan:
+        return self.curate_within(None, op, *args, **kwargs)
+
+    def curate_within(self, clearance: TrustContext | None, op: str, *args: Any, **kwargs: Any) -> CurationPlan:
+        """Apply ``op`` as an operator whose ``clearance`` must see in full every record it reads
+        or creates, decided on the rows read under the write lock (so a relabel by another
+        process between a page's read and this write cannot widen it); refused before anything
+        is written otherwise."""
         planner = _planner(op)
+        _check_call(op, planner, args, kwargs)
         snapshot = self.columns.current() if op == "prune" else None  # type: ignore[attr-defined]
         with self.store.write(prefetch=_named_record(op, args)) as conn:
             now = self.now()  # read after the write lock is held: operation times follow commit order
-            view = _View(self.store, conn, True, snapshot)
+            view = self._planner_view(conn, True, snapshot, clearance, op)
             plan = planner(view, now, *args, **kwargs)
+            if clearance is not None:
+                _created_within(plan, clearance)
             self._plan_vectors(conn, plan)  # SPEC 9: new records' ranking vectors, in this transaction
             written = execute(self.store, conn, plan, view, last=True)
         self.columns.written(written)  # type: ignore[attr-defined]  # committed: the cache may take them

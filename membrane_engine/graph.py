@@ -393,6 +393,9 @@ def neighbourhood(store: Store, cache: ColumnCache, record_id: str, trust: Trust
     both, walked up to ``max_hops`` (supersedes chains, derived_from, contested_by, entity
     mentions). The record itself is gated like every other node: hidden, the answer is empty."""
     trust = as_trust(trust)
+    max_hops = _whole_number("max_hops", max_hops, 0, MAX_HOPS)
+    node_limit = _whole_number("node_limit", node_limit, 1, MAX_LIMIT)
+    edge_limit = _whole_number("edge_limit", edge_limit, 0, MAX_LIMIT)
     snap = cache.current()
     t = to_epoch(as_of)
     found = _read(store, snap, [record_id, *incoming], t)
@@ -412,17 +415,32 @@ def neighbourhood(store: Store, cache: ColumnCache, record_id: str, trust: Trust
 def within(response: RetrieveGraphResponse, clearance: TrustContext) -> tuple[RetrieveGraphResponse, int]:
     """A graph cut to what ``clearance`` (an operator's, SPEC 10) allows: every node gated
     again, the stricter verdict winning (full under the agent's context but redacted under the
-    clearance is redacted); nodes the clearance hides are dropped with their edges. Returns the
-    graph and how many nodes were withheld."""
+    clearance is redacted); nodes the clearance hides are dropped with their edges. An edge is a
+    relation of its source, which a redacted view withholds: only edges out of nodes the
+    clearance sees in full stay, and a node that no kept edge connects to a root is dropped too
+    (it was reached through what the clearance withholds). Returns the graph and how many nodes
+    were withheld."""
     clearance = as_trust(clearance)
     kept: dict[str, GraphNode] = {}
     for node in response.nodes:
         seen = gate_as_read(node.record, clearance)
         if seen is not None:
             kept[seen.id] = node if seen is node.record else GraphNode(record=seen, root=node.root, hop=node.hop)
-    edges = [e for e in response.edges if e.source_id in kept and e.target_id in kept]
+    edges = [e for e in response.edges
+             if e.source_id in kept and e.target_id in kept and not kept[e.source_id].record.redacted]
     roots = [rid for rid in response.root_ids if rid in kept]
+    linked: dict[str, set[str]] = {}
+    for e in edges:
+        linked.setdefault(e.source_id, set()).add(e.target_id)
+        linked.setdefault(e.target_id, set()).add(e.source_id)
+    reached, frontier = set(roots), list(roots)
+    while frontier:
+        for other in linked.get(frontier.pop(), ()):
+            if other not in reached:
+                reached.add(other)
+                frontier.append(other)
+    nodes = [n for rid, n in kept.items() if rid in reached]
+    edges = [e for e in edges if e.source_id in reached and e.target_id in reached]
     # The selection is left out: its records were gated for the agent only.
-    return (RetrieveGraphResponse(nodes=list(kept.values()), edges=edges, root_ids=roots),
-            len(response.nodes) - len(kept))
-
+    return (RetrieveGraphResponse(nodes=nodes, edges=edges, root_ids=roots),
+            len(response.nodes) - len(nodes))

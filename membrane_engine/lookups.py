@@ -8,21 +8,39 @@ and the column cache.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
-from sqlalchemy import Integer, cast, func, or_, select
+from sqlalchemy import Integer, and_, case, cast, func, null, or_, select
 
 from .activity import action_counts, activity_of
 from .audit import filter_conditions
 from .storage.columns import TYPE_CODES
-from .schema import sensitivity_level
+from .errors import ValidationError
+from .labels import label_candidates, label_contains
+from .schema import (MAX_OFFSET, MAX_SEARCH_TEXT_LENGTH, check_flag, check_ids, check_string, check_strings,
+                     check_whole, sensitivity_level)
 from .storage.store import audit_entries, like_contains, records, tag_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from .membrane import Membrane
+
+
+MAX_PICK = 100_000  # ids, actors or briefs one lookup returns
+
+
+def _types(values: list[str] | None, name: str) -> list[str]:
+    """A list of memory type names (None or empty: every type)."""
+    values = [getattr(t, "value", t) for t in check_strings(values, name)] if values is not None else []
+    unknown = [t for t in values if t not in TYPE_CODES]
+    if unknown:
+        raise ValidationError(f"{name} has an unknown memory type {unknown[0]!r:.80} (one of {', '.join(TYPE_CODES)})",
+                              [(name, "unknown memory type")])
+    return values
 
 
 @dataclass(frozen=True)
@@ -38,30 +56,55 @@ class Found:
 def search_records(membrane: "Membrane", text: str, limit: int = 200, clearance=None, full_only: bool = False
                    ) -> list[Found]:
     """Live records whose id or one of whose tags contains ``text`` (case-insensitive for
-    ASCII), ordered by id. An empty ``text`` lists the first ``limit`` ids. With an operator's
-    ``clearance``, only records it sees (with ``full_only``, sees in full)."""
-    text = (text or "").strip()
-    q = select(records.c.id, records.c.type, records.c.scope, records.c.tags)
+    ASCII), or whose label does (``labels.label``, what a picker names it by: only records seen
+    in full, a label being content), ordered by id. An empty ``text`` lists the first ``limit``
+    ids. With an operator's ``clearance``, only records it sees (with ``full_only``, in full)."""
+    text = (check_string(text, "text", MAX_SEARCH_TEXT_LENGTH, optional=True) or "").strip()
+    limit = check_whole(limit, "limit", 0, MAX_PICK)
+    full_only = check_flag(full_only, "full_only")
+    columns = [records.c.id, records.c.type, records.c.scope, records.c.tags]
+    where = []
+    by_label = None
     if clearance is not None:
         from .clearance import visible_condition
 
-        q = q.where(visible_condition(clearance, full_only))
+        where.append(visible_condition(clearance, full_only))
     if text:
         # Tags are stored as a JSON array written with ASCII escapes; encode the needle the same
         # way so non-ASCII and quote characters match what is stored.
         needle = tag_json(text)[1:-1]
-        q = q.where(or_(records.c.id.ilike(like_contains(text), escape="\\"),
-                        records.c.tags.ilike(like_contains(needle), escape="\\")))
-    q = q.order_by(records.c.id).limit(max(0, int(limit)))
+        named = or_(records.c.id.ilike(like_contains(text), escape="\\"),
+                    records.c.tags.ilike(like_contains(needle), escape="\\"))
+        # A label's words are each in the document; the rows found by them alone are labelled
+        # here, reading their documents (in id order, stopping at ``limit``: not every one).
+        by_label = label_candidates(records.c.doc, text, membrane.store.is_sqlite)
+        if by_label is not None and clearance is not None:
+            by_label = and_(by_label, visible_condition(clearance, full_only=True))
+        if by_label is None:
+            where.append(named)
+        else:
+            where.append(or_(named, by_label))
+            columns.append(case((named, null()), else_=records.c.doc).label("doc"))
+    q = select(*columns).where(*where)
+    q = q.order_by(records.c.id)
+    out: list[Found] = []
+    if not limit:
+        return out
     with membrane.store.read() as conn:
-        rows = conn.execute(q).all()
-    out = []
-    for r in rows:
-        try:
-            tags = tuple(str(t) for t in json.loads(r.tags or "[]"))
-        except ValueError:
-            tags = ()
-        out.append(Found(r.id, r.type, r.scope, tags))
+        if by_label is None:
+            rows = conn.execute(q.limit(limit)).all()
+        else:
+            rows = conn.execute(q.execution_options(yield_per=500))
+        for r in rows:
+            if by_label is not None and r.doc is not None and not label_contains(r.doc, text):
+                continue
+            try:
+                tags = tuple(str(t) for t in json.loads(r.tags or "[]"))
+            except ValueError:
+                tags = ()
+            out.append(Found(r.id, r.type, r.scope, tags))
+            if len(out) >= limit:
+                break
     return out
 
 
@@ -69,6 +112,9 @@ def filter_ids(membrane: "Membrane", types: list[str] | None = None, scopes: lis
                sensitivities: list[str] | None = None) -> list[str]:
     """Ids of live records matching every given filter (an empty filter matches everything).
     ``scopes`` compares exact strings; "" selects unscoped records."""
+    types = _types(types, "types")
+    scopes = check_strings(scopes, "scopes") if scopes is not None else None
+    sensitivities = check_strings(sensitivities, "sensitivities") if sensitivities is not None else None
     snap = membrane.columns.current()
     mask = snap.alive.copy()
     if types:
@@ -87,6 +133,7 @@ def filter_ids(membrane: "Membrane", types: list[str] | None = None, scopes: lis
 
 def audit_actors(membrane: "Membrane", limit: int = 500) -> list[str]:
     """Distinct actors in the audit log, most frequent first (at most ``limit``)."""
+    limit = check_whole(limit, "limit", 0, MAX_PICK)
     q = (select(audit_entries.c.actor, func.count().label("n")).group_by(audit_entries.c.actor)
          .order_by(func.count().desc(), audit_entries.c.actor).limit(limit))
     with membrane.store.read() as conn:
@@ -113,14 +160,22 @@ def audit_newest(membrane: "Membrane") -> int:
 
 def audit_activity(membrane: "Membrane", bucket_seconds: float = 86400.0, actor: str | None = None,
                    action: str | None = None, record_id: str | None = None, since: datetime | None = None,
-                   until: datetime | None = None) -> list[tuple[float, str, int]]:
+                   until: datetime | None = None, clearance=None) -> list[tuple[float, str, int]]:
     """Entry counts per time bucket and action, filtered like ``audit_query`` (``action`` is a
     stored action): ``[(bucket start, epoch seconds), action, count]`` ordered by time, then
-    action, a retract named "retract" (``activity.action_counts``)."""
+    action, a retract named "retract" (``activity.action_counts``). With an operator's
+    ``clearance``, of the entries of records it sees only."""
+    from .clearance import audit_conditions, sees_everything
+
+    if clearance is not None and sees_everything(clearance):
+        clearance = None
+    if isinstance(bucket_seconds, bool) or not isinstance(bucket_seconds, numbers.Real) \
+            or not math.isfinite(bucket_seconds) or not bucket_seconds > 0:
+        raise ValidationError(f"bucket_seconds must be a positive number of seconds (got {bucket_seconds!r:.80})",
+                              [("bucket_seconds", "not a positive number")])
     bucket_seconds = float(bucket_seconds)
-    if not bucket_seconds > 0:
-        raise ValueError("bucket_seconds must be positive")
-    if not (actor or action or record_id) and since is None and until is None and bucket_seconds % 3600 == 0:
+    if (not (actor or action or record_id) and since is None and until is None and bucket_seconds % 3600 == 0
+            and clearance is None):
         # the whole log: counted once per process, then the new entries
         return activity_of(membrane).buckets(bucket_seconds)
     scaled = audit_entries.c.ts / bucket_seconds
@@ -129,6 +184,8 @@ def audit_activity(membrane: "Membrane", bucket_seconds: float = 86400.0, actor:
     conditions = filter_conditions(actor, action, record_id, since, until)
     with membrane.store.read() as conn:
         newest = conn.execute(select(func.max(audit_entries.c.seq))).scalar() or 0
+        if clearance is not None:
+            conditions = [*conditions, *audit_conditions(conn, clearance)]
         counts = action_counts(conn, bucket, [*conditions, audit_entries.c.seq <= newest])
     return [(float(b) * bucket_seconds, a, n) for (b, a), n in sorted(counts.items())]
 
@@ -150,6 +207,7 @@ def briefs(membrane: "Membrane", record_ids: list[str]) -> dict[str, Brief]:
     from .storage.columns import POLICY_CODES, TYPE_NAMES
     from .schema import Sensitivity
 
+    record_ids = check_ids(record_ids, "record_ids")
     snap = membrane.columns.current()
     levels = {sensitivity_level(s): s.value for s in Sensitivity}
     policies = {code: name for name, code in POLICY_CODES.items()}
@@ -195,6 +253,9 @@ def hidden_records(membrane: "Membrane", trust, clearance, memory_types: list[st
     from .trust import VERDICT_CODES, Verdict, as_trust, verdicts
 
     trust, clearance = as_trust(trust), as_trust(clearance, "clearance")
+    memory_types = _types(memory_types, "memory_types")
+    offset = check_whole(offset, "offset", 0, MAX_OFFSET)
+    limit = check_whole(limit, "limit", 0, MAX_PICK)
     snap = membrane.columns.current()
     mask = snap.alive.copy()
     if memory_types:
@@ -206,6 +267,6 @@ def hidden_records(membrane: "Membrane", trust, clearance, memory_types: list[st
     rows = np.nonzero(mask)[0]
     ids = snap.ids[rows].astype(str)
     order = np.argsort(ids, kind="stable")
-    chosen = [str(ids[i]) for i in order[max(0, int(offset)): max(0, int(offset)) + max(0, int(limit))]]
+    chosen = [str(ids[i]) for i in order[offset:offset + limit]]
     found = briefs(membrane, chosen)
     return HiddenPage(total, int(len(rows)), [found[r] for r in chosen if r in found])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
@@ -11,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import audit, audit_verify, history
+from . import audit, audit_verify, history, private_files
 from .storage.columns import TYPE_NAMES, ColumnCache
 from .errors import NilTrustError, NotFoundError, ValidationError
 from .storage.import_writer import import_items, write_parts
@@ -46,7 +47,7 @@ from .schema import (
     format_time,
     to_epoch,
 )
-from .graph import EntityTerms, RetrieveGraphRequest, RetrieveGraphResponse, neighbourhood, retrieve_graph
+from .graph import MAX_HOPS, EntityTerms, RetrieveGraphRequest, RetrieveGraphResponse, neighbourhood, retrieve_graph
 from .ranking import Embedder, VectorIndex, default_embedder
 from .selector import DEFAULT_THRESHOLD
 from .storage.store import DEFAULT_DB_PATH, Store, default_url
@@ -274,8 +275,12 @@ class Membrane(CurationMixin):
         docs = self.iter_export(ids, trust, as_of)  # checks the arguments before a file is made
         count = 0
         tmp = path.with_name(path.name + ".partial")
+        # The partial file holds records in full: the owner's only, and removed if this process
+        # is stopped half-way (SIGTERM, SIGINT) as on an error (private_files).
+        private_files.install_cleanup()
+        private_files.track(tmp)
         try:
-            with tmp.open("w", encoding="utf-8") as out:
+            with os.fdopen(private_files.create_private(tmp), "w", encoding="utf-8") as out:
                 jsonl = path.suffix.lower() == ".jsonl"
                 if not jsonl:
                     out.write("[\n")
@@ -288,13 +293,14 @@ class Membrane(CurationMixin):
                     count += 1
                 if not jsonl:
                     out.write("\n]\n")
-            if path.exists():  # an export file the user made private stays private when written again
+            if path.exists():  # an export file written again keeps the mode its owner gave it
                 shutil.copymode(path, tmp)
             tmp.replace(path)  # a failed export never leaves a half-written file under the real name
         except OSError as exc:
             raise ValidationError(f"cannot write {str(path)!r}: {exc.strerror or exc}", [("path", str(path))]) from None
         finally:
             tmp.unlink(missing_ok=True)
+            private_files.untrack(tmp)
         return count
 
     # reads --------------------------------------------------------------------------
@@ -368,7 +374,8 @@ class Membrane(CurationMixin):
             return gate.simulate(self, request, clearance, counts)
         return self._run(request, counts, MAX_LIMIT)
 
-    def _run(self, request: RetrieveRequest, counts: bool, cap: int | None) -> Simulation:
+    def _run(self, request: RetrieveRequest, counts: bool, cap: int | None,
+             within: TrustContext | None = None) -> Simulation:
         if request is None:
             raise NilTrustError()
         if isinstance(request, dict):
@@ -379,7 +386,7 @@ class Membrane(CurationMixin):
         if request.as_of is None:  # "now" is this Membrane's clock, as for get() and metrics()
             request = request.model_copy(update={"as_of": self.now()})
         return run(self.store, self.columns, request, self.selector_threshold, self.embedder, counts=counts, cap=cap,
-                   vectors=self.vectors)
+                   vectors=self.vectors, within=within)
 
     def retrieve_graph(self, request: RetrieveGraphRequest) -> RetrieveGraphResponse:
         """Ranked roots expanded over their relations, every node gated (SPEC 9)."""
@@ -403,6 +410,8 @@ class Membrane(CurationMixin):
 
         record_id = check_id(record_id)
         trust = as_trust(trust)
+        max_hops = check_whole(max_hops, "max_hops", 0, MAX_HOPS)
+        node_limit = check_whole(node_limit, "node_limit", 1, MAX_LIMIT)  # also bounds the incoming links read
         when = as_utc(check_instant(as_of)) if as_of is not None else self.now()
         return neighbourhood(self.store, self.columns, record_id, trust, referencing(self, record_id, limit=node_limit),
                              when, max_hops=max_hops, node_limit=node_limit)
@@ -561,6 +570,16 @@ class Membrane(CurationMixin):
     def ids(self) -> list[str]:
         snap = self.columns.current()
         return sorted(str(x) for x in snap.ids[snap.alive])
+
+    # the operator's view (SPEC 10, "One door") ------------------------------------------------
+
+    def as_operator(self, name: str, via: str = "console") -> Any:
+        """Everything an operator reads or writes, held to their role and clearance as stored
+        at each call (``operator_view.OperatorView``); ``via`` names the page or command for the
+        access log. NotFoundError for an unknown or removed operator."""
+        from .operator_view import OperatorView
+
+        return OperatorView(self, name, via)
 
     # review and bulk work ----------------------------------------------------------------
 

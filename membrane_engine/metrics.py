@@ -144,25 +144,35 @@ def existing_rows(snap: Snapshot, t: float) -> np.ndarray:
 
 
 def compute_metrics(store: Store, snap: Snapshot, as_of: datetime,
-                    action_counts: dict[str, int] | None = None) -> dict[str, Any]:
+                    action_counts: dict[str, int] | None = None, seen: np.ndarray | None = None,
+                    full: np.ndarray | None = None, actions_then: dict[str, int] | None = None) -> dict[str, Any]:
     """SPEC 7 at ``as_of``: over the live records created at or before ``as_of`` and the audit
     entries written by then (an instant in the past counts nothing that came later).
     ``action_counts``: audit entries by action now (``ActionCounts``); counted here in full when
-    not given."""
+    not given. For an operator's clearance (SPEC 10, "One door"): ``seen`` marks the rows it
+    sees (their labels, salience and confidence count), ``full`` the rows it sees in full (only
+    those count for what a redacted view withholds: pinned, success rates, plan runs), and
+    ``actions_then`` the entries by action of the records it sees, at ``as_of``."""
     t = to_epoch(as_of)
     rows = existing_rows(snap, t)
+    if seen is not None:
+        rows = rows[seen[rows]]
+    in_full = full[rows] if full is not None else np.ones(len(rows), dtype=bool)
     total = len(rows)
     s = salience_at(take(snap.decay, rows), t) if total else np.empty(0)
     type_codes = snap.type_code[rows]
     by_type = {name: int(np.count_nonzero(type_codes == TYPE_CODES[name])) for name in TYPE_NAMES}
     created = snap.created_at[rows]
-    if action_counts is None:
-        action_counts = ActionCounts(store).current()
-    action_counts = actions_at(store, t, action_counts)
+    if actions_then is not None:
+        action_counts = actions_then
+    else:
+        if action_counts is None:
+            action_counts = ActionCounts(store).current()
+        action_counts = actions_at(store, t, action_counts)
     runs = snap.runs[rows]
     rates = snap.success_rate[rows]
-    comp = (type_codes == TYPE_CODES["competence"]) & ~np.isnan(rates)  # those with a performance object
-    plan = (type_codes == TYPE_CODES["plan_graph"]) & ~np.isnan(runs)
+    comp = (type_codes == TYPE_CODES["competence"]) & ~np.isnan(rates) & in_full  # those with a performance object
+    plan = (type_codes == TYPE_CODES["plan_graph"]) & ~np.isnan(runs) & in_full
     # The stored success_rate, averaged as Membrane's GetMetrics does (not the selector's signal).
     competence = finite_mean(rates[comp]) if comp.any() else None
     plans = finite_mean(runs[plan]) if plan.any() else None
@@ -178,7 +188,7 @@ def compute_metrics(store: Store, snap: Snapshot, as_of: datetime,
         "avg_confidence": float(snap.confidence[rows].mean()) if total else 0.0,
         "salience_distribution": salience_buckets(s) if total else {b: 0 for b in BUCKETS},
         "active_records": int(np.count_nonzero(s > 0)),
-        "pinned_records": int(np.count_nonzero(snap.decay.pinned[rows])),
+        "pinned_records": int(np.count_nonzero(snap.decay.pinned[rows] & in_full)),
         "total_audit_entries": audit_total,
         "memory_growth_rate": float(np.count_nonzero((created > t - DAY) & (created <= t)) / total) if total else 0.0,
         "retrieval_usefulness": share("reinforce"),
@@ -193,12 +203,14 @@ def compute_metrics(store: Store, snap: Snapshot, as_of: datetime,
 # records). Audit activity per day is lookups.audit_activity.
 
 
-def store_breakdown(snap: Snapshot, as_of: datetime) -> dict[str, Any]:
+def store_breakdown(snap: Snapshot, as_of: datetime, seen: np.ndarray | None = None) -> dict[str, Any]:
     """Counts by type x sensitivity and by scope over the live records created at or before
-    ``as_of``."""
+    ``as_of`` (with ``seen``, of the rows it marks: those an operator's clearance sees)."""
     from .schema import Sensitivity
 
     rows = existing_rows(snap, to_epoch(as_of))
+    if seen is not None:
+        rows = rows[seen[rows]]
     sens_names = [s.value for s in Sensitivity]
     width = len(sens_names) + 1  # the last column: an unknown level
     levels = snap.sens_level[rows].astype(np.int64)

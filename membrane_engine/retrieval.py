@@ -16,12 +16,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from .audit import entries_by_record
+from .audit import RETRACT_MARK, entries_by_record
 from .storage.columns import TYPE_CODES, TYPE_NAMES, ColumnCache, Snapshot, gate_table
 from .errors import AccessDeniedError, NilTrustError, NotFoundError, ValidationError
 from .salience import salience_at, salience_rows, take
 from .schema import (
     CANONICAL_LAYER_ORDER,
+    MAX_TASK_LENGTH,
     SELECTOR_TYPES,
     MemoryRecord,
     MemoryType,
@@ -29,6 +30,7 @@ from .schema import (
     check_floor,
     check_id,
     check_instant,
+    check_string,
     format_time,
     refused,
     to_epoch,
@@ -44,7 +46,7 @@ from .selector import (
     recency_signal,
 )
 from .storage.store import Store
-from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, gate_as_read
+from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, gate_as_read, verdicts
 
 MAX_LIMIT = 10_000  # the largest limit a request may ask for, and what limit 0 ("no limit") returns at most
 FULL = VERDICT_CODES[Verdict.FULL]
@@ -105,11 +107,60 @@ class Simulation:
     total_matching: int = 0  # records that passed gating and the salience filter, before the limit
     withheld: int = 0  # of those, records an operator's clearance keeps out of the list (clearance.simulate)
 
+    @property
+    def revised(self) -> dict[str, int]:
+        """How many of the records returned are retracted and how many superseded
+        (``revision_flag``): a retract leaves a record in the store at salience 0, so with
+        min_salience 0 it still reaches the agent, in full (as Membrane). Counted over
+        ``response.records`` as returned (a redacted view, which withholds what says so, is
+        counted as neither)."""
+        flags = [revision_flag(r) for r in self.response.records]
+        return {"retracted": flags.count("retracted"), "superseded": flags.count("superseded")}
+
+
+RESTORED_VERSION_MARK = "restored the version of "  # history.RESTORED_VERSION (history imports this module's kin)
+SUPERSEDED_MARK = "superseded by "  # the superseded record's audit entry (curation.supersede)
+
+
+def revision_flag(record: MemoryRecord) -> str | None:
+    """"superseded", "retracted" or None for a record as returned. A semantic record says so in
+    its revision (status retracted; ``superseded_by`` set); another type keeps only its audit
+    log: the last retract or supersede entry not followed by a restored version."""
+    payload = record.payload
+    if payload is not None and getattr(payload, "kind", None) == "semantic":
+        revision = payload.revision
+        if revision is None or revision.status is None or revision.status.value != "retracted":
+            return None
+        return "superseded" if revision.superseded_by else "retracted"
+    flag = None
+    for entry in record.audit_log:
+        action = getattr(entry.action, "value", entry.action)
+        if action == "delete" and entry.rationale.startswith(RETRACT_MARK):
+            flag = flag or "retracted"  # a supersede writes no retract entry; keep what it said
+        elif action == "revise" and entry.rationale.startswith(SUPERSEDED_MARK):
+            flag = "superseded"
+        elif action == "revise" and entry.rationale.startswith(RESTORED_VERSION_MARK):
+            flag = None
+    return flag
+
+
+def revision_reason(record: MemoryRecord) -> tuple[str, str] | None:
+    """The explain reason (sentence, rule) for a retracted or superseded record, else None."""
+    flag = revision_flag(record)
+    if flag is None:
+        return None
+    payload = record.payload
+    by = getattr(getattr(payload, "revision", None), "superseded_by", None)
+    what = f"superseded by {by}" if flag == "superseded" and by else flag
+    return (f"{what}: kept at salience 0 and still returned unless min_salience is above 0; "
+            "an agent should not rely on it", flag)
+
 
 def validate_request(req: RetrieveRequest) -> tuple[TrustContext, list[MemoryType], float, int, datetime]:
     if req is None or getattr(req, "trust", None) is None:
         raise NilTrustError()
     trust = as_trust(req.trust)
+    check_string(req.task_descriptor, "task_descriptor", MAX_TASK_LENGTH)
     try:
         min_salience = float(req.min_salience)
     except (TypeError, ValueError):
@@ -183,9 +234,11 @@ _IS_SELECTOR_TYPE[[TYPE_CODES[t] for t in SELECTOR_TYPES]] = True
 
 def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float = DEFAULT_THRESHOLD,
         embedder: Embedder | None = None, counts: bool = True, cap: int | None = MAX_LIMIT,
-        vectors: VectorIndex | None = None) -> Simulation:
+        vectors: VectorIndex | None = None, within: TrustContext | None = None) -> Simulation:
     """SPEC 4 over the column cache. ``counts``: also count full / redacted / hidden / below
-    min_salience per layer (the simulator's question; a plain retrieve does not ask it).
+    min_salience per layer (the simulator's question; a plain retrieve does not ask it); with
+    ``within`` (an operator's clearance, SPEC 10 "One door") only over the records it sees, so
+    no count is broken down over records beyond it.
     ``cap``: how many records limit 0 returns at most (``records_returned``); None for every
     one (``retrieve_by_type``, which SPEC 4 leaves without a limit). ``embedder`` and
     ``vectors``: the ranking provider and the records' vectors (SPEC 9); without them the
@@ -210,7 +263,12 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
     v = verdict_all[keep]
     tc = snap.type_code
     tk = tc[keep]
-    layer_counts = _layer_counts(snap, wanted, vis, tk, v) if counts else {}
+    if counts and within is not None:
+        universe = verdicts(snap.sens_level, snap.scope_code, snap.scope_names, as_trust(within, "clearance")) > 0
+        seen = universe[keep]
+        layer_counts = _layer_counts(snap, wanted, vis[universe[vis]], tk[seen], v[seen], universe)
+    else:
+        layer_counts = _layer_counts(snap, wanted, vis, tk, v) if counts else {}
     limit = records_returned(len(keep), limit, cap)
 
     query = query_vector(embedder, req.task_descriptor) if vectors is not None else None
@@ -330,10 +388,12 @@ def _salience_order(snap: Snapshot, keep: np.ndarray, s: np.ndarray, at: np.ndar
 
 
 def _layer_counts(snap: Snapshot, wanted: list[MemoryType], vis: np.ndarray, tk: np.ndarray,
-                  v: np.ndarray) -> dict[str, LayerCounts]:
-    """Per-layer counts from a few bincounts (hidden = live - visible)."""
+                  v: np.ndarray, universe: np.ndarray | None = None) -> dict[str, LayerCounts]:
+    """Per-layer counts from a few bincounts (hidden = live - visible); with ``universe``, of
+    the rows it marks only."""
     n_types = len(TYPE_NAMES)
-    live_n = _alive_by_type(snap)
+    live_n = (_alive_by_type(snap) if universe is None
+              else np.bincount(snap.type_code[snap.alive & universe], minlength=n_types))
     visible_n = np.bincount(snap.type_code[vis], minlength=n_types)
     passed = np.bincount(tk.astype(np.int64) * 3 + v, minlength=n_types * 3).reshape(n_types, 3)
     out: dict[str, LayerCounts] = {}
@@ -436,8 +496,10 @@ def retrieve_by_id(store: Store, cache: ColumnCache, record_id: str, trust: Trus
 
 
 def _allow(record_id: str, decision: Decision) -> None:
+    # The reasons name the record's sensitivity and scope, which a context that may not see the
+    # record must not learn (SPEC 4); ``explain`` is the operator's tool for them.
     if decision.verdict is not Verdict.FULL:
-        raise AccessDeniedError(f"access to record {record_id!r} denied: " + "; ".join(map(str, decision.reasons)))
+        raise AccessDeniedError(f"access to record {record_id!r} denied: the trust context does not allow it")
 
 
 class Explanation(BaseModel):
@@ -461,7 +523,16 @@ def explain(cache: ColumnCache, record_id: str, trust: TrustContext | None, as_o
     record_id = check_id(record_id)
     as_of = as_utc(check_instant(as_of)) if as_of is not None else None
     min_salience = check_floor(min_salience)
-    return cache.answer(lambda snap: _explanation(snap, record_id, trust, as_of, min_salience))
+    explanation = cache.answer(lambda snap: _explanation(snap, record_id, trust, as_of, min_salience))
+    if explanation.verdict is Verdict.FULL:
+        # Only a context that gets the content is told what it says of itself (a revision status,
+        # an audit log): read from the record as it is returned.
+        record = read_gated(cache._store, [record_id], {record_id: 0.0}, trust).get(record_id)
+        reason = revision_reason(record) if record is not None and not record.redacted else None
+        if reason is not None:
+            explanation.reasons.append(reason[0])
+            explanation.rules.append(reason[1])
+    return explanation
 
 
 def _explanation(snap: Snapshot, record_id: str, trust: TrustContext, as_of: datetime | None,
@@ -488,3 +559,47 @@ def _explanation(snap: Snapshot, record_id: str, trust: TrustContext, as_of: dat
         sensitivity=_sensitivity_name(snap, i), scope=snap.scope_names[snap.scope_code[i]],
         verdict=decision.verdict, reasons=reasons, rules=rules, salience=salience, as_of=as_of,
     )
+
+
+# --------------------------------------------------------------------------- the selector's confidence, term by term
+
+
+@dataclass(frozen=True)
+class ConfidenceTerms:
+    """SPEC 5's confidence of a selection with the values it is computed from: ``(best - second)
+    / best`` with two or more candidates (0 when best <= 0), ``min(best, 1)`` with one, 0 with none;
+    ``needs_more`` is ``confidence < threshold``. Scores are numbers, not content: the terms are
+    the requested context's even when a clearance lists fewer candidates."""
+
+    candidates: int
+    best: float | None
+    second: float | None
+    confidence: float
+    threshold: float
+    needs_more: bool
+
+    @property
+    def margin(self) -> float:
+        """How far the confidence is above (positive) or below (negative) the threshold."""
+        return self.confidence - self.threshold
+
+    @property
+    def lead(self) -> float | None:
+        """The best score's lead over the second's, or None with fewer than two candidates."""
+        return None if self.best is None or self.second is None else self.best - self.second
+
+
+def confidence_terms(selection: SelectionResult | None, threshold: float | None = None) -> ConfidenceTerms:
+    """The terms of ``selection``'s confidence, and needs_more at ``threshold`` (default the
+    selection's own: the confidence does not depend on it)."""
+    if threshold is None:
+        threshold = float(selection.threshold) if selection is not None else DEFAULT_THRESHOLD
+    else:
+        threshold = check_floor(threshold, "threshold")
+    if selection is None or not len(selection.scores):
+        return ConfidenceTerms(0, None, None, 0.0, threshold, True)
+    # ``scores`` iterates the ranked candidates first (select, CandidateScores).
+    top = [float(selection.scores[rid]) for rid, _ in zip(selection.scores, range(2))]
+    confidence = float(selection.confidence)
+    return ConfidenceTerms(len(selection.scores), top[0], top[1] if len(top) > 1 else None, confidence, threshold,
+                           confidence < threshold)

@@ -15,11 +15,12 @@ import numpy as np
 
 from .storage.columns import TYPE_CODES, TYPE_NAMES
 from .errors import NilTrustError, ValidationError
-from .schema import MemoryRecord, MemoryType, Sensitivity
+from .schema import MAX_OFFSET, MemoryRecord, MemoryType, Sensitivity, check_whole
 from .trust import VERDICT_CODES, TrustContext, Verdict, as_trust, gate_as_read, verdicts
 
 VERDICT_NAMES = {code: verdict.value for verdict, code in VERDICT_CODES.items()}
 SENSITIVITY_NAMES = [s.value for s in Sensitivity]
+MAX_PAGE = 100_000  # changed records listed by one compare
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,15 @@ class WhatIf:
     changed: int  # records whose verdict differs
     rows: list[Change] = field(default_factory=list)  # the requested page of changes
     offset: int = 0
-    listed: int = 0  # changed records that may be listed (those an operator's clearance sees)
+    listed: int = 0  # changed records that may be listed (of the transition asked for, if any)
+    beyond: int = 0  # live records (of the types asked for) beyond an operator's clearance: one total
 
 
 def _type_codes(memory_types: Iterable[Any] | None) -> np.ndarray | None:
+    if memory_types is not None and (isinstance(memory_types, (str, bytes, dict))
+                                     or not hasattr(memory_types, "__iter__")):
+        raise ValidationError(f"memory_types must be a list of memory types (got {memory_types!r:.80})",
+                              [("memory_types", "not a list")])
     if not memory_types:
         return None
     codes = []
@@ -72,16 +78,26 @@ def compare(membrane: Any, trust_a: TrustContext | None, trust_b: TrustContext |
     number of records per (before, after) change, and one page of the changed records
     (optionally only one ``transition``), ordered by change kind then id. A record hidden under
     both contexts is never among the rows. With an operator's ``clearance`` (SPEC 10) the counts
-    stay whole, but only changed records the clearance sees are listed (``listed``)."""
+    and the rows are over the records it sees (SPEC 10, "One door"); the others are the one
+    total ``beyond``, never broken down."""
     if trust_a is None or trust_b is None:
         raise NilTrustError()
-    if offset < 0 or limit < 0:
-        raise ValidationError("offset and limit must be non-negative", [("offset", "negative")])
+    offset = check_whole(offset, "offset", 0, MAX_OFFSET)
+    limit = check_whole(limit, "limit", 0, MAX_PAGE)
+    if transition is not None and (not isinstance(transition, (tuple, list)) or len(transition) != 2
+                                   or not all(isinstance(v, (str, Verdict)) for v in transition)):
+        raise ValidationError(f"transition must be a (verdict, verdict) pair (got {transition!r:.80})",
+                              [("transition", "not a pair of verdicts")])
     snap = membrane.columns.current()
     mask = snap.alive.copy()
     codes = _type_codes(memory_types)
     if codes is not None:
         mask &= np.isin(snap.type_code, codes)
+    beyond = 0
+    if clearance is not None:
+        seen = verdicts(snap.sens_level, snap.scope_code, snap.scope_names, as_trust(clearance, "clearance")) > 0
+        beyond = int(np.count_nonzero(mask & ~seen))
+        mask &= seen
     rows = np.nonzero(mask)[0]
     va = verdicts(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names, trust_a)
     vb = verdicts(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names, trust_b)
@@ -96,10 +112,9 @@ def compare(membrane: Any, trust_a: TrustContext | None, trust_b: TrustContext |
         try:
             want = names[Verdict(transition[0]).value] * 3 + names[Verdict(transition[1]).value]
         except ValueError:
-            raise ValidationError(f"unknown transition {transition!r}", [("transition", "unknown verdict")]) from None
+            raise ValidationError(f"transition has an unknown verdict (got {transition!r:.80})",
+                                  [("transition", "unknown verdict")]) from None
         sel = diff & (pair == want)
-    if clearance is not None:
-        sel = sel & (verdicts(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names, clearance) > 0)
     picked = np.nonzero(sel)[0]
     page = picked[:0]
     if limit and offset < len(picked):  # a count alone (limit 0) needs no order
@@ -119,7 +134,7 @@ def compare(membrane: Any, trust_a: TrustContext | None, trust_b: TrustContext |
         ))
     return WhatIf(
         counts_a=_counts(va), counts_b=_counts(vb), transitions=transitions, total=int(len(rows)),
-        changed=int(np.count_nonzero(diff)), rows=out, offset=offset, listed=int(len(picked)),
+        changed=int(np.count_nonzero(diff)), rows=out, offset=offset, listed=int(len(picked)), beyond=beyond,
     )
 
 

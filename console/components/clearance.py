@@ -1,18 +1,18 @@
 """The signed-in operator on every page, and their clearance (SPEC 10).
 
-Rule for page authors: a page's first call is ``signed_in()``; it stops the page with a message
-when nobody is signed in. Every read of records then goes through the engine with
-``operator.clearance`` (``clearance=`` arguments, ``Membrane.view``): the engine does the gating,
-a page never decides what a clearance may see.
+Rule for page authors: a page's first call is ``view = operator_view("page-name")``; it stops
+the page with a message when nobody is signed in. Every read and write of records then goes
+through that view (``Membrane.as_operator``): the engine does the gating and the role checks,
+a page never decides what a clearance may see, and never holds the ``Membrane`` itself.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from console import auth
-from membrane_engine.operators import Operator
-from membrane_engine.trust import TrustContext
+from console import auth, state
+from membrane_engine import Operator, OperatorView, TrustContext
+from membrane_engine.errors import NotFoundError
 
 from .safe import md
 
@@ -25,6 +25,19 @@ def signed_in() -> Operator:
                 "clearance.", icon=":material/lock:")
         st.stop()
     return operator  # type: ignore[return-value]
+
+
+def operator_view(page: str) -> OperatorView:
+    """The engine's view for the signed-in operator (SPEC 10, "One door"): every read and write
+    of the page goes through it, and the engine holds it to the operator's role and clearance as
+    stored at each call. ``page`` names the page in the access log ("page:NAME")."""
+    operator = signed_in()
+    try:
+        return state.membrane().as_operator(operator.name, via=f"page:{page}")
+    except NotFoundError:  # removed since the session began
+        st.info("Your operator account no longer exists: sign in again.", icon=":material/lock:")
+        st.stop()
+    raise AssertionError("unreachable")
 
 
 def key_of(clearance: TrustContext) -> tuple[str, tuple[str, ...]]:

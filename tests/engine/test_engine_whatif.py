@@ -40,6 +40,8 @@ def test_compare_counts_orders_and_pages(mem):
     gains = compare(mem, a, b, transition=("redacted", "full"), limit=0)
     assert gains.listed == 2 and gains.rows == []
     narrow = compare(mem, a, b, limit=50, clearance=ctx("medium", ["alpha"]))
-    # The counts stay whole; listed are the changed records the clearance does not hide (high ones
-    # it sees redacted); hyper and another scope's record are not listed.
-    assert narrow.changed == 4 and narrow.listed == 2 and [c.id for c in narrow.rows] == ["b-high", "e-high"]
+    # One door (SPEC 10): counts and rows are over the records the clearance sees (high ones it
+    # sees redacted); hyper and another scope's record are the one total beyond it.
+    assert narrow.changed == 2 and narrow.listed == 2 and [c.id for c in narrow.rows] == ["b-high", "e-high"]
+    assert narrow.beyond == 3 and narrow.total == 3
+    assert sum(narrow.counts_a.values()) == sum(narrow.counts_b.values()) == 3
