@@ -25,7 +25,43 @@ def sign_in(at, operator: Operator | None, hours: float = 1.0):
         at.session_state[auth.SESSION_KEY] = None
     else:
         at.session_state[auth.SESSION_KEY] = auth.Session(operator, datetime.now(timezone.utc) + timedelta(hours=hours))
+    _stored_at_each_run(at)
     return at
+
+
+def _stored_at_each_run(at) -> None:
+    """Before each run, the signed-in operator is added to the store the page reads when that
+    store has nobody of that name: a real sign-in needs a stored operator, and a page's view
+    (``Membrane.as_operator``) reads role and clearance from the store. An operator the store
+    already has is left as stored (a test that demotes or removes one sees the page follow)."""
+    if getattr(at, "_operator_kept", False):
+        return
+    at._operator_kept = True
+    run = at._run
+
+    def run_with_operator(*args, **kwargs):
+        _store_signed_in(at)
+        return run(*args, **kwargs)
+
+    at._run = run_with_operator
+
+
+def _store_signed_in(at) -> None:
+    import os
+
+    from console import auth, state
+    from membrane_engine.errors import NotFoundError
+
+    session = at.session_state[auth.SESSION_KEY] if auth.SESSION_KEY in at.session_state else None
+    url = os.environ.get("MEMBRANE_DB_URL")
+    if not isinstance(session, auth.Session) or not url:
+        return
+    who = session.operator
+    operators = state._open(url).operators  # the page's own cached engine
+    try:
+        operators.get(who.name)
+    except NotFoundError:
+        operators.add(who.name, who.role, who.max_sensitivity, list(who.scopes), actor="test-kit")
 
 
 def sample_store(path: Path, monkeypatch) -> Iterator[str]:

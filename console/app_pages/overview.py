@@ -10,15 +10,16 @@ import streamlit as st
 from console import state
 from console.components import glance
 from console.components import overview_data as counted
-from console.components.clearance import signed_in
+from console.components.clearance import key_of, operator_view
 from console.components.safe import clean, md
 from console.components.time_input import as_of_input
 from console.components.words import SENSITIVITY_ORDER, plural
-from membrane_engine.metrics import BUCKETS
-from membrane_engine.schema import format_time, parse_time
+from membrane_engine import BUCKETS, format_time, parse_time
 
-signed_in()  # counts by label only: no record content on this page, whatever the clearance
-m = state.membrane()
+# Counts by label only, and only of the records the clearance sees (the view computes them); the
+# rest is one total, counted now.
+view = operator_view("overview")
+clearance = key_of(view.clearance)
 MAX_SCOPES = 200  # rows of the scope table (the largest first): it scrolls
 
 
@@ -60,13 +61,14 @@ with top[1]:
                         help="Every number counts the records created and the audit entries written by this instant; "
                              "salience is S(t) at it.")
 state.keep_page_query("overview", {"as_of": format_time(as_of)} if as_of is not None else {}, trust_prefix=None)
-when = as_of or m.now()
+now = view.now()
+when = as_of or now
 key_time = counted.minute_of(when) if as_of is None else when
-url, seq = counted.store_key(m)
-metrics = counted.metrics(m, url, seq, key_time.isoformat(), as_of is None)
-breakdown = counted.breakdown(m, url, seq, key_time.isoformat(), as_of is None)
+url, seq = counted.store_key(view)
+metrics = counted.metrics(view, url, seq, clearance, key_time.isoformat(), as_of is None)
+breakdown = counted.breakdown(view, url, seq, clearance, key_time.isoformat(), as_of is None)
 
-loaded = counted.sample_loaded(m, url)
+loaded = counted.sample_loaded(view, url)
 if loaded is not None:
     st.info("This is the bundled demo store: the memory of kestrel, a coding agent working for Maya Chen across three "
             "projects, with its dates moved so that its “now” was the moment the store was first opened "
@@ -75,12 +77,16 @@ if loaded is not None:
 
 with st.container(border=True):
     st.markdown("**Store**")
-    st.text(m.url)  # not st.code: its highlighter was a ninth of the browser's work on this page
+    st.text(view.url)  # not st.code: its highlighter was a ninth of the browser's work on this page
     st.caption(f"Metrics at {format_time(key_time)[:16].replace('T', ' ')} UTC"
                + (" (a past instant: only the records created and the audit entries written by then count; "
                   "salience figures are S at that instant from each record's current anchor; a record's true "
                   "past curve, from its audit trail, is on the Salience decay page)"
-                  if as_of is not None and as_of < m.now() else "") + f" · change counter {seq:,}")
+                  if as_of is not None and as_of < now else "") + f" · change counter {seq:,}")
+# Whatever the instant: counted now and never broken down, so two instants tell nothing about
+# when (or what) a record beyond the clearance was made.
+if metrics["beyond_clearance"]:
+    st.caption(f"{plural(metrics['beyond_clearance'], 'record')} beyond your clearance: not counted below.")
 
 row1 = st.columns(4)
 row1[0].metric("Records", f"{metrics['total_records']:,}", help=HELP["total_records"])
@@ -99,7 +105,7 @@ row3[2].metric("Plan reuse", f"{metrics['plan_reuse_frequency']:.1f}", help=HELP
 row3[3].metric("Unknown sensitivity", f"{breakdown['unknown_sensitivity']:,}", help=HELP["unknown_sensitivity"])
 
 if not metrics["total_records"]:
-    if as_of is not None and m.count():
+    if as_of is not None and view.count():
         st.info("No record existed yet at this instant.", icon=":material/history:")
     else:
         st.info("The store is empty. Import records on the Import / export page, or start `membrane-console` "
@@ -139,7 +145,8 @@ with left:
                                                    max_value=max(metrics["total_records"], 1))})
 with right:
     st.subheader("Audit activity")
-    activity = counted.activity(m, url, seq, metrics["total_audit_entries"], key_time.isoformat(), as_of is None)
+    activity = counted.activity(view, url, seq, clearance, metrics["total_audit_entries"], key_time.isoformat(),
+                                as_of is None)
     if not activity:
         st.info("No audit entries yet." if as_of is None else "No audit entry was written by this instant.")
     else:

@@ -30,6 +30,9 @@ def test_prewarm_fills_the_cached_engine_the_pages_use(tmp_path: Path, monkeypat
     real_open, real_current = Membrane.open, ColumnCache.current
     monkeypatch.setattr(Membrane, "open", classmethod(lambda cls, *a, **k: opened.append(a) or real_open(*a, **k)))
     monkeypatch.setattr(ColumnCache, "current", lambda self: loads.append(self) or real_current(self))
+    counted = []
+    real_metrics = Membrane.metrics
+    monkeypatch.setattr(Membrane, "metrics", lambda self, *a, **k: counted.append(self) or real_metrics(self, *a, **k))
 
     monkeypatch.setattr(state, "FIRST_RUN_DONE", threading.Event())
     monkeypatch.setattr(cli, "QUIET_BEFORE_WARM", 0.0)
@@ -38,16 +41,17 @@ def test_prewarm_fills_the_cached_engine_the_pages_use(tmp_path: Path, monkeypat
     assert len(opened) == 1 and loads and all(cache is loads[0] for cache in loads)
     m = state._open(url)  # what a page gets: the prewarmed engine, not a second one
     assert len(opened) == 1 and loads[0] is m.columns
-    from membrane_engine import activity
-
-    assert m in activity._OF  # the audit activity the first pages chart is counted too
+    assert counted == [m]  # the audit log counted by action, which the first overview reads
 
 
-def test_prewarm_counts_the_overview_into_the_cache_the_page_reads(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prewarm_counts_the_audit_log_the_overview_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before anyone signs in there is no clearance to key the overview's page entries by: the
+    prewarm counts the whole audit log by action into the engine's counters, and the first
+    overview of a clearance that sees everything only counts the entries written since."""
     from datetime import datetime, timezone
 
     from console.components import overview_data
+    from console.components.clearance import key_of
 
     url = f"sqlite:///{tmp_path / 'membrane.db'}"
     Membrane.open(url, load_sample=True).close()  # the sample store: records and audit entries
@@ -59,16 +63,19 @@ def test_prewarm_counts_the_overview_into_the_cache_the_page_reads(tmp_path: Pat
     state.script_ran()
     cli.prewarm(url)
     m = state._open(url)
-    counted = []
-    real = Membrane.metrics
-    monkeypatch.setattr(Membrane, "metrics", lambda self, *a, **k: counted.append(1) or real(self, *a, **k))
-    page_url, seq = overview_data.store_key(m)
+    m.operators.add("ada", "admin", "hyper", actor="test")
+    view = m.as_operator("ada", via="page:overview")
+    counted_from = []
+    real = type(m.store).audit_actions_after
+    monkeypatch.setattr(type(m.store), "audit_actions_after",
+                        lambda self, conn, seq: counted_from.append(seq) or real(self, conn, seq))
     key = overview_data.minute_of(moment).isoformat()
-    numbers = overview_data.metrics(m, page_url, seq, key, True)  # as the overview asks when it opens
-    assert counted == [] and numbers["total_records"] == m.count() > 0
+    numbers = overview_data.metrics(view, *overview_data.store_key(view), key_of(view.clearance), key, True)
+    assert numbers["total_records"] == m.count() > 0 and numbers["beyond_clearance"] == 0
+    assert counted_from and min(counted_from) > 0  # from where the prewarm stopped, not from the start
     m.reinforce(m.ids()[0], "operator:ann", "seen")  # a write: the page counts afresh
-    overview_data.metrics(m, *overview_data.store_key(m), key, True)
-    assert counted == [1]
+    again = overview_data.metrics(view, *overview_data.store_key(view), key_of(view.clearance), key, True)
+    assert again["total_audit_entries"] == numbers["total_audit_entries"] + 1
 
 
 def test_prewarm_loads_the_rest_once_the_first_page_is_drawn(tmp_path: Path,
@@ -85,13 +92,12 @@ def test_prewarm_loads_the_rest_once_the_first_page_is_drawn(tmp_path: Path,
     monkeypatch.setattr(ColumnCache, "index_ids", lambda self: indexed.append(1) or real_index(self))
     monkeypatch.setattr(state, "FIRST_RUN_DONE", threading.Event())
     monkeypatch.setattr(cli, "QUIET_BEFORE_WARM", 1.0)
+    counted = threading.Event()
+    real_metrics = Membrane.metrics
+    monkeypatch.setattr(Membrane, "metrics", lambda self, *a, **k: (real_metrics(self, *a, **k), counted.set())[0])
     thread = threading.Thread(target=cli.prewarm, args=(url,), daemon=True)
     thread.start()
-    from membrane_engine import activity
-
-    deadline = time.monotonic() + 30
-    while not any(m.url.endswith("membrane.db") for m in list(activity._OF)) and time.monotonic() < deadline:
-        time.sleep(0.02)  # until the overview's needs are loaded
+    assert counted.wait(30)  # the overview's needs are loaded
     time.sleep(0.5)
     assert not warmed and not indexed  # they wait for the first page
     state.script_ran()
