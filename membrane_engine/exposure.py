@@ -17,10 +17,11 @@ import numpy as np
 
 from .curation import CurationPlan
 from .policy_snapshots import RANK
-from .schema import SENSITIVITY_LEVELS, MemoryRecord
+from .schema import SENSITIVITY_LEVELS, MemoryRecord, check_whole
 from .trust import TrustContext, verdicts
 from .whatif import VERDICT_NAMES as _NAMES
 SHOWN_PER_PROFILE = 200
+MAX_SHOWN = 100_000  # records listed per profile
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ def plan_exposures(plans: CurationPlan | Iterable[CurationPlan], profiles: Mappi
                    limit: int = SHOWN_PER_PROFILE) -> Exposures:
     """Who gains or loses access if these previewed plans are applied. A created or restored
     record was hidden to everyone; an archived (deleted, pruned) one will be."""
+    limit = check_whole(limit, "limit", 0, MAX_SHOWN)
     if isinstance(plans, CurationPlan):
         plans = [plans]
     before: list[MemoryRecord | None] = []
@@ -125,6 +127,7 @@ def import_exposures(items: Iterable[Any], profiles: Mapping[str, TrustContext],
                      limit: int = SHOWN_PER_PROFILE) -> Exposures:
     """Who would see the records of an import (record dicts in Membrane's shape, or records):
     each is new, so every verdict other than hidden is a gain."""
+    limit = check_whole(limit, "limit", 0, MAX_SHOWN)
     items = list(items)
     return _exposures([None] * len(items), items, profiles, limit)
 

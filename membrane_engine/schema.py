@@ -39,6 +39,17 @@ MAX_ID_LENGTH = 128
 MAX_SCOPE_LENGTH = 256
 MAX_ACTOR_LENGTH = 256
 MAX_RECORD_BYTES = 8 * 1024 * 1024  # one record's JSON (UTF-8); larger ones are refused, not stored
+# Bounds of free text passed to public calls (the one place they are written down). They bound
+# what one call can push into the audit log, a URL or a LIKE scan; records imported in
+# Membrane's JSON are not held to them (their audit logs are history written elsewhere, bounded
+# by MAX_RECORD_BYTES), so any Membrane export still imports.
+MAX_RATIONALE_LENGTH = 4000  # a curation rationale
+MAX_TASK_LENGTH = 2000  # a retrieval's task descriptor
+MAX_SEARCH_TEXT_LENGTH = 1000  # a search's free text
+MAX_TAG_LENGTH = 256  # one tag set by reclassify
+MAX_TAGS = 256  # tags set by one reclassify
+MAX_REF_LENGTH = 1024  # a contest's reference (a record id or an outside reference)
+MAX_OFFSET = 2 ** 63 - 1  # a page offset: a database integer
 INT64_MAX = 2 ** 63 - 1  # Membrane's (Go) integer fields are int64
 ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)  # Go's zero time.Time, used by the redacted view
 
@@ -798,6 +809,23 @@ def check_whole(value: Any, name: str, low: int, high: int | None = None) -> int
         bounds = f"between {low} and {high}" if high is not None else f">= {low}"
         raise ValidationError(f"{name} must be {bounds} (got {_shown(value)})", [(name, "out of range")])
     return number
+
+
+def check_string(value: Any, name: str, limit: int | None = None, optional: bool = False) -> str | None:
+    """A string argument (None too when ``optional``): refused, naming the field and the value,
+    when it is another type, holds NUL or is longer than ``limit`` characters."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a string (got {_shown(value)})", [(name, "not a string")])
+    return check_text(value, name, limit)
+
+
+def check_strings(values: Any, name: str, limit: int | None = None) -> list[str]:
+    """A list of strings (any iterable but a string, bytes or a mapping), each as check_string."""
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise ValidationError(f"{name} must be a list of strings (got {_shown(values)})", [(name, "not a list")])
+    return [check_string(v, name, limit) for v in values]
 
 
 def check_flag(value: Any, name: str) -> bool:

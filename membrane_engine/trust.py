@@ -17,6 +17,8 @@ from pydantic import ValidationError as PydanticValidationError
 from .errors import NilTrustError, ValidationError
 
 from .schema import (
+    MAX_ACTOR_LENGTH,
+    MAX_SCOPE_LENGTH,
     SENSITIVITY_LEVELS,
     ZERO_TIME,
     DecayCurve,
@@ -49,7 +51,13 @@ def scopes_tuple(value: Any) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         raise ValueError("scopes must be a list of strings, not one string")
-    return tuple(value)
+    scopes = tuple(value)
+    for scope in scopes:
+        # No stored record has a longer scope, so such a name could only be a mistake (or a
+        # 60 KB string carried into every explanation and URL).
+        if isinstance(scope, str) and len(scope) > MAX_SCOPE_LENGTH:
+            raise ValueError(f"scope name is {len(scope)} characters; the limit is {MAX_SCOPE_LENGTH}")
+    return scopes
 
 
 class TrustContext(BaseModel):
@@ -67,6 +75,13 @@ class TrustContext(BaseModel):
     @classmethod
     def _scopes_as_tuple(cls, value: Any):
         return scopes_tuple(value)
+
+    @field_validator("actor_id")
+    @classmethod
+    def _actor_id_length(cls, value: str) -> str:
+        if len(value) > MAX_ACTOR_LENGTH:
+            raise ValueError(f"actor_id is {len(value)} characters; the limit is {MAX_ACTOR_LENGTH}")
+        return value
 
     @property
     def max_level(self) -> int:
