@@ -29,14 +29,21 @@ from .metrics import BUCKETS
 from .operator_store import FIRST_RUN, SESSION, Operators
 from .operator_view import OperatorView
 from .operators import ACTION_ROLES, Operator, Role, permits
+from .policies import Offender, Outcome, Policy, PolicyError, Report, load_policy, parse_policy
+from .policy_snapshots import AccessChange
+from .policy_snapshots import diff as diff_policy_snapshots
+from .policy_snapshots import read as read_policy_snapshot
 from .retrieval import MAX_LIMIT, records_returned
+from .retrieval import revision_flag, revision_reason  # group M2: pure, read the record given
+from .clearance import ACCESS_LOG_LEVEL_ENV, access_log_level  # group M2: the environment's level, no store
+from .salience import columns_of, salience_at, time_below  # group M2: curves of in-memory profiles, no store
 from .salience import PRUNE_THRESHOLD
 from .sample import sample_store_path
 from .schema import (CANONICAL_LAYER_ORDER, AuditAction, RevisionStatus, format_time, parse_time, to_epoch,
                      validate_record)
 from .storage.columns import TYPE_NAMES
 from .storage.store import default_url
-from .trust import decide, narrowest, stricter
+from .trust import covers, decide, narrowest, stricter
 
 __all__ = [
     "Membrane", "MemoryRecord", "TrustContext", "RetrieveRequest", "RetrieveResponse", "SelectionResult",
@@ -49,6 +56,8 @@ __all__ = [
     "AuditAction", "RevisionStatus", "CANONICAL_LAYER_ORDER", "TYPE_NAMES", "format_time", "parse_time", "to_epoch",
     "validate_record", "decide", "narrowest", "stricter", "kind_of", "label", "Filters", "SORTS", "NO_STATUS",
     "Exposures", "import_exposures", "plan_exposures", "DEFAULT_ROOT_LIMIT", "DEFAULT_NODE_LIMIT",
-    "DEFAULT_EDGE_LIMIT", "BUCKETS", "MAX_LIMIT", "records_returned", "PRUNE_THRESHOLD", "sample_store_path",
-    "default_url",
+    "DEFAULT_EDGE_LIMIT", "BUCKETS", "MAX_LIMIT", "records_returned", "revision_flag", "revision_reason",
+    "ACCESS_LOG_LEVEL_ENV", "access_log_level", "columns_of", "salience_at", "time_below", "PRUNE_THRESHOLD", "sample_store_path",
+    "default_url", "Policy", "PolicyError", "Report", "Outcome", "Offender", "load_policy", "parse_policy",
+    "AccessChange", "diff_policy_snapshots", "read_policy_snapshot", "covers",
 ]

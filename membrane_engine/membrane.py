@@ -571,6 +571,46 @@ class Membrane(CurationMixin):
         snap = self.columns.current()
         return sorted(str(x) for x in snap.ids[snap.alive])
 
+    # policy files (SPEC 11) -----------------------------------------------------------------
+
+    def holds_sample(self) -> bool:
+        """Whether this store holds the bundled sample (a record only the sample has), for the
+        sample's own policy file to be offered."""
+        from .sample import SAMPLE_MARKER
+
+        return SAMPLE_MARKER in self.columns.current().row_of
+
+    def check_policy(self, policy: Any, as_of: datetime | None = None, limit: int | None = None,
+                     within: TrustContext | None = None) -> Any:
+        """Every assertion of a policy file against the store (``policies.check``); writes nothing.
+        ``within``: only the records an operator's clearance sees (the operator's view)."""
+        from . import policies
+
+        limit = policies.SHOWN_PER_FAILURE if limit is None else limit
+        return policies.check(self, policy, as_of=as_of, limit=limit, within=within)
+
+    def policy_coverage(self, policy: Any, within: TrustContext | None = None) -> dict[str, Any]:
+        from . import policies
+
+        return policies.coverage(self, policy, within=within)
+
+    def policy_snapshot(self, policy: Any) -> Any:
+        """What each profile of ``policy`` sees now (``policy_snapshots.current``)."""
+        from . import policy_snapshots
+
+        return policy_snapshots.current(self, policy)
+
+    def policy_snapshot_lines(self, policy: Any, within: TrustContext | None = None) -> Iterator[str]:
+        """The snapshot file's text (``policy_snapshots.lines``)."""
+        from . import policy_snapshots
+
+        return policy_snapshots.lines(self, policy, within=within)
+
+    def write_policy_snapshot(self, policy: Any, path: str | Path) -> int:
+        from . import policy_snapshots
+
+        return policy_snapshots.write(self, policy, path)
+
     # the operator's view (SPEC 10, "One door") ------------------------------------------------
 
     def as_operator(self, name: str, via: str = "console") -> Any:

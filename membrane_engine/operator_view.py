@@ -428,6 +428,36 @@ class OperatorView:
         out["beyond_clearance"] = self.beyond_clearance()
         return out
 
+    # policy files (SPEC 11) through the clearance ------------------------------------------------
+
+    def check_policy(self, policy: Any, as_of: datetime | None = None) -> Any:
+        """A policy file's assertions over the records the clearance sees: counts, coverage and
+        offenders of those only (``beyond_clearance`` says how many it leaves out)."""
+        return self._m.check_policy(policy, as_of, within=self._reader()[1])
+
+    def policy_coverage(self, policy: Any) -> dict[str, Any]:
+        return self._m.policy_coverage(policy, within=self._reader()[1])
+
+    def policy_profile_counts(self, policy: Any) -> dict[str, dict[str, int]]:
+        """Per profile of ``policy``: how many of the records the clearance sees it gets full,
+        redacted and hidden."""
+        from .policies import Evaluator
+
+        ev = Evaluator(self._m, within=self._reader()[1])
+        out = {}
+        for name in policy.profiles:
+            codes = ev.verdicts(policy.trust(name))[ev.alive]
+            out[name] = {v: int((codes == c).sum()) for v, c in (("full", 2), ("redacted", 1), ("hidden", 0))}
+        return out
+
+    def holds_sample(self) -> bool:
+        """Is this the bundled sample store (its marker record is there)? Says nothing else."""
+        return self._m.holds_sample()
+
+    def policy_snapshot_lines(self, policy: Any) -> Iterator[str]:
+        """The snapshot of what each profile sees, of the records the clearance sees (ids only)."""
+        return self._m.policy_snapshot_lines(policy, within=self._reader()[1])
+
     # the audit log and the access log ---------------------------------------------------------
 
     def audit_query(self, **filters: Any) -> tuple[int, list[Any]]:

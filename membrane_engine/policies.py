@@ -20,13 +20,14 @@ from sqlalchemy import or_, select
 from .storage.columns import TYPE_CODES, TYPE_NAMES, Snapshot
 from .policy_file import Assertion, Expect, Policy, PolicyError, Profile, Selection, load_policy, parse_policy
 from .retrieval import _explanation
-from .schema import as_utc
+from .schema import as_utc, check_instant, check_whole
 from .storage.store import like_contains, records, tag_json
 from .trust import VERDICT_CODES, TrustContext, verdicts
 from .whatif import SENSITIVITY_NAMES, VERDICT_NAMES
 from .whatif import _counts  # verdict -> records, the same tally what-if shows
 
 SHOWN_PER_FAILURE = 20  # offending records listed (and explained) per failing assertion
+MAX_SHOWN = 10_000  # the most one check may list per assertion (each is explained)
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,14 @@ class Evaluator:
     """Vectorized evaluation over one column snapshot: gate passes per profile and selection
     masks are computed once and shared by every assertion that uses them."""
 
-    def __init__(self, membrane: Any, snap: Snapshot | None = None):
+    def __init__(self, membrane: Any, snap: Snapshot | None = None, within: TrustContext | None = None):
         self.m = membrane
         self.snap = snap if snap is not None else membrane.columns.current()
         self.alive = self.snap.alive
+        self.within = within
+        if within is not None:  # an operator's clearance: the records it sees are the whole store here
+            s = self.snap
+            self.alive = self.alive & (verdicts(s.sens_level, s.scope_code, s.scope_names, within) > 0)
         self._verdicts: dict[TrustContext, np.ndarray] = {}
         self._masks: dict[tuple, np.ndarray] = {}
         self._tags: dict[str, np.ndarray] = {}
@@ -213,14 +218,21 @@ def evaluate(ev: Evaluator, policy: Policy, index: int, as_of: datetime | None =
         message = (f"{n} matching record(s) are {a.verdict.value} for {a.profile}" +
                    ("" if passed else f", expected {bound}"))
     if missing:
-        message += f"; id(s) not in the store: {', '.join(missing)}"
+        where = "not in the store" if ev.within is None else "not in the store or beyond your clearance"
+        message += f"; id(s) {where}: {', '.join(missing)}"
     shown = _offenders(ev, trust, bad, codes, as_of, limit) if offending else []
     return Outcome(index, a, title, passed, matched, counts, message, offending, shown)
 
 
-def check(membrane: Any, policy: Policy, as_of: datetime | None = None, limit: int = SHOWN_PER_FAILURE) -> Report:
-    """Every assertion of ``policy`` against the store, read at one column snapshot. Writes nothing."""
-    ev = Evaluator(membrane)
+def check(membrane: Any, policy: Policy, as_of: datetime | None = None, limit: int = SHOWN_PER_FAILURE,
+          within: TrustContext | None = None) -> Report:
+    """Every assertion of ``policy`` against the store, read at one column snapshot. Writes nothing.
+    ``within``: an operator's clearance (SPEC 10): only the records it sees are evaluated,
+    counted and named."""
+    limit = check_whole(limit, "limit", 0, MAX_SHOWN)
+    if as_of is not None:
+        check_instant(as_of)  # refused naming the field; kept as given (naive is UTC downstream)
+    ev = Evaluator(membrane, within=within)
     ev.wanted_tags = {t for a in policy.assertions for t in a.records.tags}
     outcomes = [evaluate(ev, policy, k, as_of, limit) for k in range(len(policy.assertions))]
     covered = np.zeros(len(ev.alive), dtype=bool)
@@ -231,10 +243,11 @@ def check(membrane: Any, policy: Policy, as_of: datetime | None = None, limit: i
                   sorted(set(policy.profiles) - used))
 
 
-def coverage(membrane: Any, policy: Policy) -> dict[str, Any]:
+def coverage(membrane: Any, policy: Policy, within: TrustContext | None = None) -> dict[str, Any]:
     """Which live records the file's assertions select and which they do not, by type,
-    sensitivity and scope, and which profiles no assertion uses."""
-    ev = Evaluator(membrane)
+    sensitivity and scope, and which profiles no assertion uses (``within``: of the records an
+    operator's clearance sees)."""
+    ev = Evaluator(membrane, within=within)
     ev.wanted_tags = {t for a in policy.assertions for t in a.records.tags}
     covered = np.zeros(len(ev.alive), dtype=bool)
     per_profile = {name: np.zeros(len(ev.alive), dtype=bool) for name in policy.profiles}

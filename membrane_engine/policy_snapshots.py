@@ -23,6 +23,7 @@ import numpy as np
 
 from .errors import ValidationError
 from .policies import Evaluator, Policy
+from .trust import TrustContext
 from .whatif import VERDICT_NAMES as _NAMES
 
 FORMAT = "membrane-policy-snapshot/1"
@@ -41,11 +42,12 @@ def _context(policy: Policy, name: str) -> dict[str, Any]:
     return {"max_sensitivity": p.max_sensitivity.value, "scopes": list(p.scopes)}
 
 
-def lines(membrane: Any, policy: Policy, ev: Evaluator | None = None) -> Iterator[str]:
+def lines(membrane: Any, policy: Policy, ev: Evaluator | None = None, within: TrustContext | None = None
+          ) -> Iterator[str]:
     """The snapshot's text: the header line, then one chunk of lines per profile that sees
     anything. Ids are sorted and formatted once for every profile; each profile then costs one
     gate pass, one fancy index and one join."""
-    ev = ev or Evaluator(membrane)
+    ev = ev or Evaluator(membrane, within=within)
     snap = ev.snap
     alive_rows = np.nonzero(ev.alive)[0]
     ids = snap.ids[alive_rows].astype(str)

@@ -16,6 +16,9 @@ from typing import Any
 from .schema import format_time, parse_time
 
 SAMPLE_NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)  # sample_data/build_sample.py's NOW
+# A record only the bundled sample store holds (uuid5 of "s:no-force-push"): the sample policy's
+# assertions are about that store, so the console offers it only there.
+SAMPLE_MARKER = "3badbecb-2cdd-5bcd-87a7-a7924117c2e4"
 
 # Every field of Membrane's JSON that holds an instant (SPEC 1, plus SPEC 2's anchor_at).
 TIME_FIELDS = frozenset({"created_at", "updated_at", "last_reinforced_at", "anchor_at", "timestamp", "t",

@@ -11,16 +11,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from console import auth, state
 from console.components import policy_source
 from console.components.audit_table import link_column, record_link
+from console.components.clearance import operator_view
 from console.components.safe import clean, md
 from console.components.words import plural
-from membrane_engine.policies import Evaluator, Offender, check, coverage
-from membrane_engine.policy_snapshots import lines
-from membrane_engine.trust import Verdict, decide
+from membrane_engine import covers
 
-m = state.membrane()
+view = operator_view("policies")
 st.title("Policies")
 st.caption("Agent profiles and assertions about what each may see, written down in a TOML file and checked "
            "like tests (`membrane-console check FILE` in CI). Nothing here writes to the store.")
@@ -42,7 +40,7 @@ with st.expander("Use another policy file", expanded=False):
                      help="Used for this session: this page, the previews of Curate and Import, and the "
                           "profile presets of the trust forms")
 
-source = policy_source.active(m)
+source = policy_source.active(view)
 st.text(f"Policy file: {clean(source.label, 300)}")
 if source.error is not None:
     st.error(f"The policy file is invalid: {len(source.error.located)} problem(s). `membrane-console check` "
@@ -56,26 +54,24 @@ if source.policy is None:
     st.stop()
 
 policy = source.policy
-operator = auth.current()
-clearance = operator.clearance if operator else None
+operator = view.operator
+clearance = operator.clearance
 
 
-def evaluated(policy, seq: int):
-    """The check, the coverage and each profile's verdict counts, kept for this session until the
-    store or the file changes (a rerun of the page, say a widget, costs nothing at 1M)."""
+def evaluated(policy, state: tuple, clearance_key: str):
+    """The check, the coverage and each profile's verdict counts over what the operator's
+    clearance sees (the view's), kept for this session until the store, the clearance or the
+    file changes (a rerun of the page, say a widget, costs nothing at 1M)."""
     kept = st.session_state.get("pol_evaluated")  # holds the policy itself: compared by identity
-    if kept is None or kept[0][0] != seq or kept[0][1] is not policy:
-        ev = Evaluator(m)
-        counts = {}
-        for name in policy.profiles:
-            codes = ev.verdicts(policy.trust(name))[ev.alive]
-            counts[name] = {v: int((codes == c).sum()) for v, c in (("full", 2), ("redacted", 1), ("hidden", 0))}
-        kept = ((seq, policy), check(m, policy), coverage(m, policy), counts)
+    if kept is None or kept[0][0] != (state, clearance_key) or kept[0][1] is not policy:
+        kept = (((state, clearance_key), policy), view.check_policy(policy), view.policy_coverage(policy),
+                view.policy_profile_counts(policy))
         st.session_state["pol_evaluated"] = kept
     return kept[1:]
 
 
-report, cov, profile_counts = evaluated(policy, m.columns.current().seq)
+report, cov, profile_counts = evaluated(policy, view.state(), clearance.model_dump_json())
+beyond = view.beyond_clearance()
 
 # ----------------------------------------------------------------------------- summary
 
@@ -85,7 +81,12 @@ cols[0].metric("Assertions", len(report.outcomes))
 cols[1].metric("Holding", len(report.outcomes) - len(failed))
 cols[2].metric("Failing", len(failed))
 cols[3].metric("Records covered", f"{report.covered:,} of {report.total:,}")
-if failed:
+
+if beyond:  # a verdict over the whole store would tell something about records beyond the clearance
+    st.info(f"{len(failed)} assertion(s) fail over the records you see. {plural(beyond, 'record')} beyond your "
+            "clearance were not checked here: `membrane-console check` checks the whole store.",
+            icon=":material/visibility_off:")
+elif failed:
     st.error(f"{len(failed)} assertion(s) fail: `membrane-console check` would exit 1.", icon=":material/cancel:")
 else:
     st.success("Every assertion holds: `membrane-console check` would exit 0.", icon=":material/check_circle:")
@@ -96,11 +97,10 @@ st.subheader("Profiles")
 rows = []
 for name, p in sorted(policy.profiles.items()):
     counts = profile_counts[name]
-    wider = clearance is not None and (p.max_sensitivity.level > clearance.max_level or
-                                       (clearance.scopes and (not p.scopes or set(p.scopes) - set(clearance.scopes))))
+    wider = not covers(clearance, policy.trust(name))
     rows.append({"profile": clean(name, 80), "max sensitivity": p.max_sensitivity.value,
                  "scopes": clean(", ".join(p.scopes) or "(every scope)", 300), **counts,
-                 "beyond your clearance": "yes: counts only" if wider else "",
+                 "wider than your clearance": "yes: counted over what you see" if wider else "",
                  "description": clean(p.description, 300)})
 st.dataframe(pd.DataFrame(rows), hide_index=True, key="pol_profiles")
 st.caption("Pick a profile as the context on the Trust simulator, What-if and Selector pages (Preset: Profile: NAME).")
@@ -122,13 +122,9 @@ st.dataframe(pd.DataFrame(table).style.map(STATUS_STYLE.get, subset=["status"]),
              column_config={"result": st.column_config.TextColumn(width="large")})
 
 
-def _shown_to_operator(r: Offender) -> bool:
-    return clearance is not None and decide(r.sensitivity, r.scope, clearance).verdict != Verdict.HIDDEN
-
-
 for o in failed:
     st.error(f"Fails: {md(o.title, 300)}: {md(o.message, 500)}", icon=":material/cancel:")
-    visible = [r for r in o.shown if _shown_to_operator(r)]
+    visible = list(o.shown)  # the engine evaluated only the records the clearance sees
     if visible:
         # Metadata only: the records a failing assertion lists are the ones it says must not be
         # exposed (often secrets), and this page is read and shared as a report. Each id opens the
@@ -142,7 +138,7 @@ for o in failed:
             column_config={"id": link_column("id"), "reasons (explain)": st.column_config.TextColumn(width="large")})
     withheld = o.offending - len(visible)
     if withheld:
-        reason = "above your clearance or beyond the first listed" if operator else "sign in to see which"
+        reason = "beyond the first listed"
         st.caption(f"{plural(withheld, 'more offending record')} not listed ({reason}).")
     if o.offending == 0:
         st.caption("No record is at fault: too few matching records have the verdict.")
@@ -170,9 +166,10 @@ with c2:
 st.subheader("Snapshot")
 st.caption("What each profile sees (id and verdict per record, sorted): commit it, and `membrane-console check "
            "FILE --against SNAPSHOT` fails when a profile gains access. It lists record ids only.")
-if operator is None or clearance is None or clearance.max_level < 4 or clearance.scopes:
-    st.caption("Downloading a snapshot needs a clearance of hyper in every scope: it names every record each "
-               "profile sees.")
+if beyond:
+    st.caption("Downloading a snapshot needs a clearance that sees every record: it names every record each "
+               "profile sees, and one short of the store would make `--against` report changes that are not.")
 elif st.button("Prepare the snapshot", key="pol_snap"):
-    st.download_button("Download snapshot (JSON lines)", "".join(lines(m, policy)), file_name="policy-snapshot.jsonl",
+    st.download_button("Download snapshot (JSON lines)", "".join(view.policy_snapshot_lines(policy)),
+                       file_name="policy-snapshot.jsonl",
                        mime="application/x-ndjson", key="pol_snap_dl")

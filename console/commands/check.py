@@ -16,11 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from membrane_engine import Membrane
+from membrane_engine import (AccessChange, Membrane, Outcome, PolicyError, Report, diff_policy_snapshots, load_policy,
+                             parse_time, read_policy_snapshot)
 from membrane_engine.errors import MembraneError, ValidationError
-from membrane_engine.policies import Outcome, PolicyError, Report, check, load_policy
-from membrane_engine.policy_snapshots import AccessChange, current, diff, read, write
-from membrane_engine.schema import parse_time
 from sqlalchemy.engine import make_url
 
 SHOWN_CHANGES = 50
@@ -120,11 +118,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     with ExitStack() as stack:
         try:
             m = _open(args, stack)
-            previous = read(args.against) if args.against else None
-            report = check(m, policy, as_of=as_of)
-            changes = diff(previous, current(m, policy)) if previous is not None else None
+            previous = read_policy_snapshot(args.against) if args.against else None
+            report = m.check_policy(policy, as_of=as_of)
+            changes = diff_policy_snapshots(previous, m.policy_snapshot(policy)) if previous is not None else None
             if args.snapshot:
-                write(m, policy, args.snapshot)
+                m.write_policy_snapshot(policy, args.snapshot)
         except (MembraneError, OSError) as exc:
             print(f"cannot check: {exc}", file=sys.stderr)
             return 2

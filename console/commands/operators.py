@@ -11,10 +11,8 @@ import argparse
 import getpass
 import sys
 
-from membrane_engine import Membrane
+from membrane_engine import Membrane, Role, Sensitivity
 from membrane_engine.errors import MembraneError
-from membrane_engine.operators import Role
-from membrane_engine.schema import Sensitivity
 
 ROLES = [r.value for r in Role]
 LEVELS = [s.value for s in Sensitivity]

@@ -17,14 +17,9 @@ from typing import Any
 
 import streamlit as st
 
-from membrane_engine.policies import Policy, PolicyError, load_policy, parse_policy
-from membrane_engine.sample import sample_store_path
-from membrane_engine.trust import TrustContext
+from membrane_engine import Policy, PolicyError, TrustContext, load_policy, parse_policy, sample_store_path
 
 SAMPLE_POLICY = sample_store_path().with_name("policies.toml")  # shipped beside the sample store
-# A record only the bundled sample store holds (uuid5 of "s:no-force-push"): the sample
-# policy's assertions are about that store, so it is offered only there.
-SAMPLE_MARKER = "3badbecb-2cdd-5bcd-87a7-a7924117c2e4"
 UPLOAD_KEY = "policy_upload"  # (name, text) of a file uploaded this session
 
 
@@ -70,7 +65,7 @@ def active(membrane: Any) -> Source:
     path = configured_path()
     if path:
         return _from_file(path, f"{path} (--policies / MEMBRANE_POLICIES)")
-    if SAMPLE_MARKER in membrane.columns.current().row_of:
+    if membrane.holds_sample():  # the facade or an operator's view: both answer it
         return _from_file(str(SAMPLE_POLICY), "the bundled sample_data/policies.toml (this is the sample store)")
     return Source(None, "no policy file: pass --policies FILE, set MEMBRANE_POLICIES, or upload one")
 
