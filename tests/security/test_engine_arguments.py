@@ -53,14 +53,20 @@ NOT_WHOLE: dict[str, Any] = {"str": "x", "negative": -1, "float": 2.5, "none": N
 NOT_TEXT: dict[str, Any] = {"int": 5, "list": ["a"], "bytes": b"a"}
 
 
+def _with_operator(stores: Iterator[Membrane]) -> Iterator[Membrane]:
+    for m in stores:
+        m.operators.add("sec-admin", "admin", "hyper", actor="security-suite")  # for m.as_operator
+        yield m
+
+
 @pytest.fixture(scope="module")
 def args_sqlite(tmp_path_factory) -> Iterator[Membrane]:
-    yield from open_loaded("sqlite", tmp_path_factory, BASE)
+    yield from _with_operator(open_loaded("sqlite", tmp_path_factory, BASE))
 
 
 @pytest.fixture(scope="module")
 def args_postgres(tmp_path_factory) -> Iterator[Membrane]:
-    yield from open_loaded("postgres", tmp_path_factory, BASE)
+    yield from _with_operator(open_loaded("postgres", tmp_path_factory, BASE))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -119,6 +125,31 @@ each("TrustContext", "scopes", {"long": ["s" * (MAX_SCOPE_LENGTH + 1)]},
      lambda m, v: TrustContext(max_sensitivity="low", scopes=v))
 each("TrustContext", "actor_id", {"long": "a" * (MAX_ACTOR_LENGTH + 1)},
      lambda m, v: TrustContext(max_sensitivity="low", actor_id=v))
+
+# ------------------------------------------------------------------ the operator's view (Membrane.as_operator)
+def op(m: Membrane) -> Any:
+    return m.as_operator("sec-admin", via="test")
+
+
+each("op.access_log", "limit", NOT_WHOLE, lambda m, v: op(m).access_log(limit=v))
+each("op.access_log", "offset", NOT_WHOLE, lambda m, v: op(m).access_log(offset=v))
+each("op.audit_activity", "bucket_seconds", {"str": "x", "zero": 0}, lambda m, v: op(m).audit_activity(bucket_seconds=v))
+each("op.audit_actors", "limit", NOT_WHOLE, lambda m, v: op(m).audit_actors(limit=v))
+each("op.compare", "limit", NOT_WHOLE, lambda m, v: op(m).compare(LOW, ALL, limit=v))
+each("op.find", "text", NOT_TEXT | {"long": "q" * (MAX_SEARCH_TEXT_LENGTH + 1)}, lambda m, v: op(m).find(v))
+each("op.find", "limit", NOT_WHOLE, lambda m, v: op(m).find("s", limit=v))
+each("op.hidden_records", "offset", NOT_WHOLE, lambda m, v: op(m).hidden_records(LOW, offset=v))
+each("op.hidden_records", "limit", NOT_WHOLE, lambda m, v: op(m).hidden_records(LOW, limit=v))
+each("op.neighbourhood", "max_hops", NOT_WHOLE, lambda m, v: op(m).neighbourhood("s1", ALL, max_hops=v))
+each("op.neighbourhood", "node_limit", NOT_WHOLE, lambda m, v: op(m).neighbourhood("s1", ALL, node_limit=v))
+each("op.referencing", "limit", NOT_WHOLE, lambda m, v: op(m).referencing("s1", limit=v))
+each("op.review_queue", "limit", NOT_WHOLE, lambda m, v: op(m).review_queue(limit=v))
+each("op.search", "offset", NOT_WHOLE, lambda m, v: op(m).search(offset=v))
+each("op.search", "limit", NOT_WHOLE, lambda m, v: op(m).search(limit=v))
+each("op.search", "text", NOT_TEXT | {"none": None}, lambda m, v: op(m).search(explorer.Filters(text=v)))
+each("op.time_below", "threshold", {"str": "x", "nan": float("nan")}, lambda m, v: op(m).time_below("s1", v, T0, T1))
+each("op.reinforce", "rationale", {"long": "r" * (MAX_RATIONALE_LENGTH + 1)}, lambda m, v: op(m).reinforce("s1", v))
+each("op.contest", "contesting_ref", {"long": "x" * (MAX_REF_LENGTH + 1)}, lambda m, v: op(m).contest("s1", v, "why"))
 
 # ------------------------------------------------------------------ the explorer (membrane_engine.explorer)
 F = explorer.Filters
