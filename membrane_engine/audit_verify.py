@@ -57,6 +57,9 @@ KINDS: dict[str, str] = {
     "checkpoint": "the checkpoint itself cannot be trusted as given (another store, a bad signature)",
     "orphan": "audit entries or a chain head belong to no record",
     "archive": "an archived record's copy of its audit log differs from the chain",
+    "operators": "an operator, an operator log entry or a sign-in token was added, changed or deleted in the "
+                 "database, outside the engine: such a row signs no one in",
+    "access": "the access log (who looked) was changed in the database: entries were edited, inserted or deleted",
 }
 
 
@@ -492,10 +495,20 @@ def verify(conn: Connection, cp: dict[str, Any] | None = None) -> list[Problem]:
                                             "recompute", "key"))
     if cp is not None:
         problems.extend(_against_checkpoint(cp, store_id, keyed, key, tail, seen))
+    problems.extend(_row_problems(conn))
     problems.sort(key=lambda p: (p.record_id is not None, p.record_id or "",
                                  -1 if p.position is None else p.position,
                                  -1 if p.store_position is None else p.store_position))
     return problems
+
+
+def _row_problems(conn: Connection) -> list[Problem]:
+    """The operator tables and the access log (row_seal.py), each problem naming the table and
+    the row."""
+    from .row_seal import problems
+
+    return [Problem(None, None, f"{table} {where}: {text}", "access" if table == "access_log" else "operators")
+            for table, where, text in problems(conn)]
 
 
 def _said(record_id: str) -> str:

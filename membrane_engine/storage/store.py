@@ -203,6 +203,10 @@ access_log = Table(
     # The console page or command that read it ("page:records", "command:export"); "" on
     # entries written before it was kept.
     Column("via", String(64), nullable=False, default=""),
+    # The chain (row_seal.py): each entry's hash covers the one before it, under the audit key
+    # when the store is keyed. NULL only on entries written before it, until the store is opened.
+    Column("prev_hash", String(128), nullable=True),
+    Column("hash", String(128), nullable=True),
     Index("ix_access_log_record", "record_id", "ts"),
     Index("ix_access_log_ts", "ts"),
 )
@@ -245,6 +249,9 @@ operators = Table(
     Column("password_hash", Text, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # HMAC under the audit key over the row and its newest logged change (row_seal.py): a row
+    # written outside the engine, or an older copy put back, does not sign anyone in.
+    Column("mac", String(128), nullable=True),
 )
 
 operator_events = Table(
@@ -268,6 +275,7 @@ operator_tokens = Table(
     Column("operator", String(64), nullable=False),
     Column("expires_at", Float, nullable=False),
     Column("used_at", Float, nullable=True),
+    Column("mac", String(128), nullable=True),  # row_seal.py: a token minted outside the engine is refused
     Index("ix_operator_tokens_operator", "operator"),
 )
 OPERATOR_TABLES = (operators, operator_events, operator_tokens)
@@ -774,6 +782,16 @@ def _add_access_via(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE access_log ADD COLUMN via VARCHAR(64) NOT NULL DEFAULT ''")
 
 
+def _add_row_seals(conn: Connection) -> None:
+    """The MAC columns of the operator tables and the access log's chain came after those
+    tables did: an older store gets them empty on open (row_seal.on_open fills them)."""
+    for table, names in (("operators", ("mac",)), ("operator_tokens", ("mac",)), ("access_log", ("prev_hash", "hash"))):
+        have = {c["name"] for c in inspect(conn).get_columns(table)}
+        for name in names:
+            if name not in have:
+                conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} VARCHAR(128)")
+
+
 class Store:
     """Owns the SQLAlchemy engine; every transaction goes through ``read()`` or ``write()``."""
 
@@ -863,6 +881,7 @@ class Store:
                 metadata.create_all(conn, tables=OPERATOR_TABLES)
                 access_log.create(conn, checkfirst=True)  # stores made before "who looked"
                 _add_access_via(conn)
+                _add_row_seals(conn)
                 contested_index.create(conn, checkfirst=True)  # stores made before the review queue
                 if _has_index(conn, "audit_entries", _OLD_CONTEST_INDEX):
                     conn.exec_driver_sql(f"DROP INDEX {_OLD_CONTEST_INDEX}")
@@ -878,6 +897,9 @@ class Store:
                     upgrade(conn, int(version))
                 if conn.execute(select(meta.c.value).where(meta.c.key == SNAPSHOT_KEY)).scalar() is None:
                     conn.execute(meta.insert().values(key=SNAPSHOT_KEY, value=os.urandom(32).hex()))
+                from ..row_seal import on_open  # row_seal.py imports this module
+
+                on_open(conn)
             if conn.dialect.name == "sqlite":
                 for name in _OLD_SQLITE_SCALAR_INDEXES:
                     conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
