@@ -30,17 +30,21 @@ def sign_in(at, operator: Operator | None, hours: float = 1.0):
 
 
 def _stored_at_each_run(at) -> None:
-    """Before each run, the signed-in operator is added to the store the page reads when that
-    store has nobody of that name: a real sign-in needs a stored operator, and a page's view
-    (``Membrane.as_operator``) reads role and clearance from the store. An operator the store
-    already has is left as stored (a test that demotes or removes one sees the page follow)."""
+    """Before the first run, the store the page reads holds the signed-in operator as the
+    session has them (added, or set to the session's role and clearance): a real sign-in needs a
+    stored operator, and a page's view (``Membrane.as_operator``) reads role and clearance from
+    the store at each call. Later runs leave the store alone, so a test that demotes or removes
+    the operator after the first run sees the page follow."""
     if getattr(at, "_operator_kept", False):
         return
     at._operator_kept = True
     run = at._run
+    first = [True]
 
     def run_with_operator(*args, **kwargs):
-        _store_signed_in(at)
+        if first[0]:
+            first[0] = False
+            _store_signed_in(at)
         return run(*args, **kwargs)
 
     at._run = run_with_operator
@@ -59,9 +63,13 @@ def _store_signed_in(at) -> None:
     who = session.operator
     operators = state._open(url).operators  # the page's own cached engine
     try:
-        operators.get(who.name)
+        stored = operators.get(who.name)
     except NotFoundError:
         operators.add(who.name, who.role, who.max_sensitivity, list(who.scopes), actor="test-kit")
+        return
+    if (stored.role, stored.max_sensitivity, tuple(stored.scopes)) != (who.role, who.max_sensitivity, tuple(who.scopes)):
+        operators.set(who.name, actor="test-kit", role=who.role, max_sensitivity=who.max_sensitivity,
+                      scopes=list(who.scopes))
 
 
 def sample_store(path: Path, monkeypatch) -> Iterator[str]:
