@@ -18,6 +18,7 @@ from typing import TextIO
 
 from membrane_engine import (AccessChange, Membrane, Outcome, PolicyError, Report, diff_policy_snapshots, load_policy,
                              parse_time, read_policy_snapshot)
+from membrane_engine import private_files
 from membrane_engine.errors import MembraneError, ValidationError
 from sqlalchemy.engine import make_url
 
@@ -42,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
 def _open(args: argparse.Namespace, stack: ExitStack) -> Membrane:
     if args.records:
         folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="membrane-check-"))
+        # The temporary store holds the export's records in full: removed on SIGTERM / SIGINT
+        # too, not only when the block ends (private_files).
+        private_files.install_cleanup()
+        private_files.track(folder)
+        stack.callback(private_files.untrack, folder)
         m = Membrane.open(f"sqlite:///{Path(folder) / 'check.db'}", load_sample=False)
         stack.callback(m.close)
         m.import_file(args.records, actor="membrane-console check")

@@ -250,3 +250,49 @@ def test_membrane_console_removes_its_exports_on_sigterm(tmp_path, store):
             server.communicate()
     assert server.returncode == -signal.SIGTERM
     assert [p.name for p in temp.rglob("*")] == []
+
+
+CHECK = r'''
+import sys, threading
+from pathlib import Path
+from membrane_engine.membrane import Membrane as Facade
+
+work = Path(sys.argv[1])
+original = Facade.import_file
+
+def stalled(self, *args, **kwargs):
+    count = original(self, *args, **kwargs)
+    (work / "ready").write_text("loaded")  # the export is in the temporary store now
+    threading.Event().wait()
+    return count
+
+Facade.import_file = stalled
+from console.commands.check import main
+sys.exit(main([sys.argv[2], "--records", sys.argv[3]]))
+'''
+
+
+def test_a_check_of_an_export_leaves_no_temporary_store_on_sigterm(tmp_path, store):
+    """`membrane-console check --records EXPORT` loads the export into a temporary store: it
+    goes with the process on SIGTERM too."""
+    export = tmp_path / "export.json"
+    m = membrane_engine.Membrane.open(store, load_sample=False)
+    m.export_file(export)
+    m.close()
+    policy = tmp_path / "policy.toml"
+    policy.write_text((REPO / "sample_data" / "policies.toml").read_text())
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    script = tmp_path / "check_child.py"
+    script.write_text(CHECK)
+    env = dict(os.environ, TMPDIR=str(temp), PYTHONPATH=str(REPO))
+    child = subprocess.Popen([sys.executable, str(script), str(work), str(policy), str(export)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_ready(child, work)
+    assert [p.name for p in temp.iterdir() if p.name.startswith("membrane-check-")]
+    child.send_signal(signal.SIGTERM)
+    child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGTERM
+    assert [p.name for p in temp.rglob("*")] == []
