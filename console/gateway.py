@@ -38,10 +38,29 @@ from console import signin  # noqa: E402
 # console/app.py refuses to run in a server that did not load this module (`streamlit run
 # console/app.py` would serve it without the sign-in routes and the guard).
 signin.GATEWAY_LOADED = True
-# Uvicorn (Streamlit's server, configured after this module is loaded) believes X-Forwarded-For
-# from 127.0.0.1 by default and rewrites the client address with it: any local process could
-# then pose as a new client per request. It trusts what the console trusts, nothing by default.
-os.environ["FORWARDED_ALLOW_IPS"] = ",".join(str(net) for net in signin.trusted_proxies())
+# Uvicorn (Streamlit's server) believes X-Forwarded-For from 127.0.0.1 by default and rewrites
+# the client address with it: any local process could pose as a new client per request and walk
+# past the sign-in throttle. It must trust what the console trusts (MEMBRANE_TRUSTED_PROXIES,
+# nothing by default). `streamlit run` builds uvicorn's Config (which reads FORWARDED_ALLOW_IPS)
+# before it imports this module, and wraps the app in ProxyHeadersMiddleware after: so besides
+# the variable (for a server configured later, and console/cli.py sets it first), the middleware
+# uvicorn is about to use is given the console's list whatever it was configured with.
+_FORWARDED_ALLOW = ",".join(str(net) for net in signin.trusted_proxies())
+os.environ["FORWARDED_ALLOW_IPS"] = _FORWARDED_ALLOW
+
+
+def _trust_the_consoles_proxies() -> None:
+    import uvicorn.config
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    class ConsoleProxyHeaders(ProxyHeadersMiddleware):
+        def __init__(self, app, trusted_hosts="") -> None:
+            super().__init__(app, trusted_hosts=_FORWARDED_ALLOW)
+
+    uvicorn.config.ProxyHeadersMiddleware = ConsoleProxyHeaders
+
+
+_trust_the_consoles_proxies()
 
 SECURITY_HEADERS = [
     (b"content-security-policy", b"frame-ancestors 'self'"),

@@ -168,6 +168,24 @@ def test_an_anonymous_clear_cache_does_not_clear_the_cache(server):
         anonymous.close()
 
 
+def test_a_rotating_forwarded_for_does_not_escape_the_throttle(tmp_path_factory):
+    """On the real server: Streamlit's uvicorn would believe X-Forwarded-For from 127.0.0.1 and
+    make each guess a new client; the gateway has it trust no proxy unless configured."""
+    tmp = tmp_path_factory.mktemp("e2e-forwarded-for")
+    for srv in _serve("forwarded-for", build_store(tmp / "membrane.db", json_file=SAMPLE), tmp):
+        codes = []
+        for i in range(7):
+            # A new name each time too: only the client's own count can stop this.
+            body = urllib.parse.urlencode({"operator": f"guess-{i}", "password": f"wrong {i}"}).encode()
+            req = urllib.request.Request(f"{srv.url}/-/signin", data=body, method="POST",
+                                         headers={"Origin": srv.url, "X-Forwarded-For": f"203.0.113.{i}"})
+            try:
+                urllib.request.urlopen(req, timeout=30)
+            except urllib.error.HTTPError as err:
+                codes.append(err.code)
+        assert codes == [401] * 5 + [429] * 2
+
+
 # ----------------------------------------------------------------------------- a proxy header's session
 
 
