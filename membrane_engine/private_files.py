@@ -106,6 +106,8 @@ def install_cleanup() -> bool:
         return False
     for signum in SIGNALS:
         current = signal.getsignal(signum)
+        if current is None:  # a handler set outside Python: left alone (it cannot be chained)
+            continue
         if current is not _on_signal:
             _previous[signum] = current
             signal.signal(signum, _on_signal)
