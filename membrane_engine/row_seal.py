@@ -31,6 +31,7 @@ import hmac
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import func, select
@@ -59,6 +60,7 @@ class Seal:
     strict: bool
     events_from: int = 1
     access_from: int = 1
+    sealed: bool = False  # the store's own audit log says the tables were sealed
 
     def make(self, fields: list[Any]) -> str:
         return _digest(_canonical(fields), self.key)
@@ -147,7 +149,7 @@ def reading(conn: Connection) -> Seal:
     entry = seal_entry(conn)
     if entry is None:
         return Seal(key, keyed is not None)
-    return Seal(key, True, entry["events_from"], entry["access_from"])
+    return Seal(key, True, entry["events_from"], entry["access_from"], sealed=True)
 
 
 def writing(conn: Connection) -> Seal:
@@ -160,7 +162,7 @@ def writing(conn: Connection) -> Seal:
     entry = seal_entry(conn)
     if entry is None:
         entry = _seal(conn, key)
-    return Seal(key, True, entry["events_from"], entry["access_from"])
+    return Seal(key, True, entry["events_from"], entry["access_from"], sealed=True)
 
 
 def _next_seq(conn: Connection, table: Any, head_key: str) -> tuple[int, str, int]:
@@ -316,25 +318,36 @@ def on_open(conn: Connection) -> None:
 # ----------------------------------------------------------------------------- verification
 
 
-def _chain_problems(rows: list[Any], seal: Seal, head_text: str | None, keyed_from: int, fields, name: str,
+def _span(label, first: int, last: int) -> str:
+    if first == last:
+        return label(first)
+    noun = label(first).rsplit(" ", 1)[0]
+    nouns = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{nouns} {first} to {last}"
+
+
+def _chain_problems(rows: Iterable[Any], seal: Seal, head_text: str | None, keyed_from: int, fields, name: str,
                     label) -> list[tuple[str, str]]:
     """Walk a chain (rows by seq): ``fields(prev, row)`` is what each hash covers. Returns
     (where, problem) pairs: gaps (deleted), broken links (inserted or deleted), hashes that do
     not match (edited), plain hashes where keyed ones belong (forged), and a head that does not
     name the newest entry (cut off the end, or added after it)."""
     out: list[tuple[str, str]] = []
-    prev, expected = GENESIS, None
+    prev, expected, last = GENESIS, 1, (0, GENESIS)  # the engine numbers every chain from 1
     for row in rows:
         seq = int(row.seq)
-        if expected is not None and seq > expected:
-            out.append((label(expected), f"{'entries' if seq - expected > 1 else 'entry'} {expected}"
-                        + (f" to {seq - 1}" if seq - expected > 1 else "") + " deleted outside the engine"))
+        last = (seq, row.hash)
         if row.hash is None:
             out.append((label(seq), "has no hash: added outside the engine"))
             prev, expected = GENESIS, seq + 1
             continue
         if row.prev_hash != prev:
-            out.append((label(seq), "prev_hash does not match the entry before it (deleted, inserted or reordered)"))
+            # A number skipped with the link intact is not a deletion (a PostgreSQL sequence skips
+            # the numbers of rolled-back inserts: the access log's entries before it was chained).
+            if seq > expected:
+                out.append((_span(label, expected, seq - 1), "deleted outside the engine"))
+            out.append((label(seq), "prev_hash does not match the entry before it (deleted, inserted or "
+                                    "reordered)"))
         must = seal.strict and seq >= keyed_from
         if not seal.checkable(row.hash):
             pass
@@ -344,9 +357,8 @@ def _chain_problems(rows: list[Any], seal: Seal, head_text: str | None, keyed_fr
             out.append((label(seq), "hash does not match its content (changed outside the engine)"))
         prev, expected = row.hash, seq + 1
     head = _parse_head(head_text)
-    last = (int(rows[-1].seq), rows[-1].hash) if rows else (0, GENESIS)
     if head is None:
-        if rows and seal.strict:
+        if last[0] and seal.sealed:
             out.append((f"{name} head", "is missing: the newest entries cannot be checked (deleted outside the "
                                         "engine)"))
         return out
@@ -355,10 +367,13 @@ def _chain_problems(rows: list[Any], seal: Seal, head_text: str | None, keyed_fr
         out.append((f"{name} head", "does not match its seal (changed outside the engine)"))
     if (head[0], head[1]) != last:
         if head[0] > last[0]:
-            out.append((label(last[0] + 1), f"entries {last[0] + 1} to {head[0]} deleted outside the engine (the "
-                                            f"chain's head names entry {head[0]})"))
+            out.append((_span(label, last[0] + 1, head[0]), f"deleted outside the engine (the chain's head names "
+                                                            f"{label(head[0])})"))
+        elif head[0] < last[0]:
+            out.append((_span(label, head[0] + 1, last[0]), f"after the chain's head ({label(head[0])}): added "
+                                                            "outside the engine"))
         else:
-            out.append((label(last[0]), f"is after the chain's head (entry {head[0]}): added outside the engine"))
+            out.append((label(last[0]), "is not the entry the chain's head names: changed outside the engine"))
     return out
 
 
@@ -398,7 +413,9 @@ def problems(conn: Connection) -> list[tuple[str, str, str]]:
             out.append(("operator_tokens", f"{row.kind} of {row.operator!r} (token hash {row.token_hash[:12]}...)",
                         "MAC does not match its content: minted or changed outside the engine"))
     out += [("operator_events", where, text) for where, text in event_problems(conn, seal)]
-    access = conn.execute(select(access_log).order_by(access_log.c.seq)).all()
+    # Streamed: the access log is the one of these tables that grows with use.
+    access = conn.execute(select(access_log).order_by(access_log.c.seq)
+                          .execution_options(stream_results=True, max_row_buffer=5000))
     out += [("access_log", where, text) for where, text in _chain_problems(
         access, seal, _meta(conn, ACCESS_HEAD), seal.access_from, access_fields, "access_log",
         lambda seq: f"entry {seq}")]
