@@ -18,8 +18,7 @@ from console import auth
 from console.components import policy_source
 from console.components.safe import clean
 from console.components.trust_form import PRESETS
-from membrane_engine.exposure import Exposures
-from membrane_engine.trust import TrustContext, Verdict, decide
+from membrane_engine import Exposures, TrustContext, Verdict, decide
 
 ARROW = "→"
 

@@ -8,8 +8,7 @@ from datetime import datetime, timezone
 import streamlit as st
 
 from console.state import TRUST_FIELDS
-from membrane_engine import Sensitivity, TrustContext
-from membrane_engine.schema import CANONICAL_LAYER_ORDER, parse_time
+from membrane_engine import CANONICAL_LAYER_ORDER, Sensitivity, TrustContext, parse_time
 
 from .safe import md
 
