@@ -1,7 +1,8 @@
 """What-if: two trust contexts side by side and every record whose verdict differs between them.
 
-The diff runs vectorized in the engine (membrane_engine.whatif.compare) over the whole store;
-only the changed rows on the page shown are explained. Nothing is written.
+The diff runs vectorized in the engine (the operator's view: ``view.compare``) over the records
+the operator's clearance sees, those beyond it one total; only the changed rows on the page shown
+are explained. Nothing is written.
 """
 
 from __future__ import annotations
@@ -11,26 +12,21 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console import state
-from console.components.clearance import clearance_caption, signed_in
+from console.components.clearance import clearance_caption, operator_view
 from console.components.charts import VERDICT_COLORS, style
 from console.components.record_card import explorer_href, record_card, show_explanation
 from console.components.safe import clean
 from console.components.trust_form import (BASE, LAYERS, SENSITIVITIES, context_from_query, context_query, fill,
                                            trust_context_form)
 from console.components.words import plural
-from membrane_engine.clearance import scopes_seen
 from membrane_engine.errors import NotFoundError
-from membrane_engine.labels import labels as record_labels
-from membrane_engine.trust import Verdict, gate_as_read, stricter
-from membrane_engine.whatif import compare, record_view
 
 PAGE_SIZE = 25
 VERDICT_RANK = {"hidden": 0, "redacted": 1, "full": 2}
 ARROW = "→"
 
-operator = signed_in()
-clearance = operator.clearance
-m = state.membrane()
+view = operator_view("what_if")
+operator = view.operator
 st.title("What-if")
 st.caption("Compare two trust contexts: how many records each sees, and exactly which records change verdict "
            "(hidden → redacted, redacted → full, ...) with the engine's reasons on both sides.")
@@ -62,7 +58,7 @@ def copy_a_to_b(change: bool) -> None:
     st.session_state["wb_preset"] = "Custom"
 
 
-scopes = scopes_seen(m, clearance)
+scopes = view.scopes()
 # Both contexts live in the URL (a_* and b_* parameters), so a comparison can be shared and Back /
 # Forward restore it; context A is the session's shared trust context when the URL names none.
 seed = state.page_query("what_if", trust_prefix="a_",
@@ -96,12 +92,18 @@ if types:
     shared["types"] = ",".join(types)
 state.keep_page_query("what_if", shared, trust_prefix="a_")
 
-diff = compare(m, trust_a, trust_b, memory_types=types, limit=0)
+diff = view.compare(trust_a, trust_b, memory_types=types, limit=0)
 st.divider()
+# Every count below is over the records your clearance sees; the others are this one total
+# (counted now over every type, so no choice on the page breaks it down).
+beyond = view.beyond_clearance()
+if beyond:
+    st.caption(f"{plural(beyond, 'record')} beyond your clearance: not compared here.")
 
 cols = st.columns(6)
 cols[0].metric("Records compared", f"{diff.total:,}",
-               help="The live records of the chosen memory types (all when none is chosen), every one judged under both contexts")
+               help="The live records of the chosen memory types (all when none is chosen) that your clearance sees, "
+                    "every one judged under both contexts")
 cols[1].metric("Verdict changes", f"{diff.changed:,}",
                help="Records whose verdict (full, redacted, hidden) under B differs from their verdict under A")
 VERDICT_HELP = {"full": "sensitivity at or below the context's max and scope allowed: seen whole",
@@ -142,19 +144,13 @@ st.subheader("Records whose verdict changes")
 kinds = ["all"] + [f"{a} {ARROW} {b}" for (a, b) in diff.transitions]
 kind = st.selectbox("Show", kinds, key="wi_kind")
 transition = None if kind == "all" else tuple(kind.split(f" {ARROW} "))
-# Counts are whole; the rows listed are the changed records the operator's clearance sees.
-n_all = diff.changed if transition is None else diff.transitions[transition]
-n = compare(m, trust_a, trust_b, memory_types=types, transition=transition, limit=0, clearance=clearance).listed
-if n < n_all:
-    st.info(f"{n_all - n:,} of these {plural(n_all, 'changed record')} are beyond your clearance: counted, not listed.",
-            icon=":material/lock:")
+n = view.compare(trust_a, trust_b, memory_types=types, transition=transition, limit=0).listed
 if not n:
     st.stop()
 pages = max(1, -(-n // PAGE_SIZE))
 page_no = st.pagination(pages, key="wi_page") if pages > 1 else 1
 offset = (min(max(1, int(page_no or 1)), pages) - 1) * PAGE_SIZE
-shown = compare(m, trust_a, trust_b, memory_types=types, transition=transition, offset=offset, limit=PAGE_SIZE,
-                clearance=clearance).rows
+shown = view.compare(trust_a, trust_b, memory_types=types, transition=transition, offset=offset, limit=PAGE_SIZE).rows
 st.caption(f"Showing {offset + 1:,}–{offset + len(shown):,} of {plural(n, 'changed record')}. Gains first, then losses. "
            "Records hidden under both contexts never appear.")
 
@@ -163,7 +159,7 @@ def differing_reasons(record_id: str) -> tuple[str, str]:
     """The rules that changed the verdict: the engine's reasons on each side that the other side
     does not give, in full (every reason when the two sides give the same ones)."""
     try:
-        ex_a, ex_b = m.explain(record_id, trust_a), m.explain(record_id, trust_b)
+        ex_a, ex_b = view.explain(record_id, trust_a), view.explain(record_id, trust_b)
     except NotFoundError:
         return "(record removed)", "(record removed)"
     only_a = [r for r in ex_a.reasons if r not in ex_b.reasons] or ex_a.reasons
@@ -173,7 +169,7 @@ def differing_reasons(record_id: str) -> tuple[str, str]:
 
 # What each says, only where a context sees it in full and your clearance may read it: a record
 # neither context sees in full is named as redacted (its label is payload).
-names = record_labels(m, [c.id for c in shown if "full" in (c.before, c.after)], clearance)
+names = view.labels([c.id for c in shown if "full" in (c.before, c.after)])
 names.update({c.id: f"redacted {c.type} record" for c in shown if c.id not in names})
 rows = []
 for c in shown:
@@ -199,33 +195,28 @@ if picked:
     change = shown[picked[0]]
     st.markdown("**Selected record** as the more permissive of the two contexts sees it, within your clearance")
     try:
-        shown_view = record_view(m, change.id, trust_a, trust_b)
+        shown_view = view.record_view(change.id, trust_a, trust_b)
     except NotFoundError:
         shown_view = None
         st.error("The record has been removed since.")
     if shown_view is None:
         st.info("Neither context sees this record any more: it has been reclassified since.")
     else:
-        view, best = shown_view
-        # Then through the operator's clearance: the stricter of the two verdicts is what is shown.
-        view = gate_as_read(view, clearance)
-        if view is None:
-            st.info("The record is beyond your clearance now.")
-            st.stop()
-        best = stricter(best, Verdict.REDACTED if view.redacted else Verdict.FULL)
+        # Each context narrowed to your clearance by the view: what is shown is no wider than it.
+        seen_record, best = shown_view
         why_a, why_b = differing_reasons(change.id)
         with st.container(border=True):
             st.markdown("**The rule that changed the verdict**")
             st.text(f"Under A ({change.before}): {clean(why_a)}")
             st.text(f"Under B ({change.after}): {clean(why_b)}")
-        record_card(view, verdict=best.value, key="wi_selected")
+        record_card(seen_record, verdict=best.value, key="wi_selected")
         ex_a, ex_b = st.columns(2)
         with ex_a:
             st.markdown("**Under A**")
-            show_explanation(m.explain(change.id, trust_a))
+            show_explanation(view.explain(change.id, trust_a))
         with ex_b:
             st.markdown("**Under B**")
-            show_explanation(m.explain(change.id, trust_b))
+            show_explanation(view.explain(change.id, trust_b))
 else:
     st.caption("Select a row to see the rule that changed its verdict in full, and the record (metadata only when "
                "neither context sees it in full).")

@@ -141,3 +141,41 @@ def test_overview_at_two_instants_tells_a_narrow_clearance_nothing_of_what_is_be
         assert "3 records beyond your clearance" in [c.value.split(":")[0] for c in at.caption]
         assert at.metric[0].label == "Records" and at.metric[0].value == "3"  # not blind: the visible three
     assert shown[BEFORE] == shown[AFTER]
+
+
+# ---------------------------------------------------------------------------- what-if
+
+
+def what_if(who: Operator) -> AppTest:
+    at = page("what_if", who)
+    at.query_params.update({"a_max_sensitivity": "public", "a_scopes": "", "b_max_sensitivity": "hyper",
+                            "b_scopes": ""})
+    return at.run()
+
+
+def test_what_if_counts_over_what_the_clearance_sees_and_names_the_rest_once(store: str) -> None:
+    at = what_if(LOW_ALPHA)
+    no_exception(at)
+    shown = {m.label: m.value for m in at.metric}
+    seen = [r for r in VISIBLE + BEYOND if cs.verdict(r, "low", ["alpha"]) != "hidden"]
+    assert shown["Records compared"] == str(len(seen)) == "3"
+    assert "3 records beyond your clearance" in [c.value.split(":")[0] for c in at.caption]
+    text = sent(at)
+    for rec in BEYOND:
+        assert rec["id"] not in text and not canaries(rec) & set(cs.CANARY_RE.findall(text))
+    assert SECRET_SCOPE not in text
+
+
+def test_what_if_showing_a_hyper_record_in_full_names_the_operator_in_the_access_log(store: str) -> None:
+    at = what_if(HYPER)
+    # The first changed row (gains first, then by id: the hyper episodic in alpha), selected.
+    at.session_state["wi_rows_0_all"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+    at.run()
+    no_exception(at)
+    assert cs._canary("early-hyper-alpha", "timeline.summary") in sent(at)
+    m = Membrane.open(store, load_sample=False)
+    try:
+        entries = m.access_log(record_id="early-hyper-alpha", limit=100)[1]
+    finally:
+        m.close()
+    assert [(a.actor, a.via) for a in entries] == [("operator:hal", "page:what_if")]
