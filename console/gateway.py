@@ -9,7 +9,10 @@ routes and a guard in front of every request. `membrane-console` runs
   operators; it signs the admin in and redirects to ``/`` so the token leaves the address bar.
 - The guard refuses a Host outside ``server.allowedHosts`` (DNS rebinding) and an Origin other
   than the console's own (another site's page or another localhost port), and forbids framing by
-  any other origin (CSP frame-ancestors and X-Frame-Options).
+  any other origin (CSP frame-ancestors and X-Frame-Options). A request without a session (no
+  live cookie session, trusted proxy header or identity-provider sign-in naming an operator)
+  gets the sign-in page and nothing else: no upload (/_stcore/upload_file), and no WebSocket
+  message beyond running the page (ANONYMOUS_BACK_MSGS).
 """
 
 from __future__ import annotations

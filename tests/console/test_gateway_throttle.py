@@ -194,3 +194,12 @@ def test_an_upload_without_a_session_is_refused(server, store):
     finally:
         m.close()
     assert put(f"{signin.COOKIE}={token}") == 200  # the control: a session's upload gets through
+
+
+def test_the_command_line_refuses_a_malformed_trusted_proxy_list(monkeypatch, capsys):
+    from console import cli
+
+    monkeypatch.setenv("MEMBRANE_TRUSTED_PROXIES", "")
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.1")
+    assert cli.main(["--trusted-proxies", "10.0.0.1,not-an-address", "--no-prewarm"]) == 2
+    assert "MEMBRANE_TRUSTED_PROXIES must list IP addresses or networks (got 'not-an-address')" in capsys.readouterr().err
