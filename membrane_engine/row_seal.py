@@ -298,13 +298,15 @@ def _seal(conn: Connection, key: bytes) -> dict[str, int]:
     return sealed
 
 
-def on_open(conn: Connection) -> None:
-    """At every open (``Store.create``), after the migrations: an unkeyed store's rows written
-    before MACs existed get plain ones; a keyed store opened with its key, whose operator tables
-    hold rows but were never sealed, is sealed now."""
+def on_open(conn: Connection, migrated: bool = False) -> None:
+    """At every open (``Store.create``), after the migrations. ``migrated``: the MAC columns were
+    just added, so an unkeyed store's rows written before them get plain MACs now (only then: a
+    row added later without one stays without, and signs no one in). A keyed store opened with
+    its key, whose operator tables hold rows but were never sealed, is sealed now."""
     keyed = KeyState.parse(_meta(conn, "audit_key"))
     if keyed is None:
-        _seal_rows(conn, Seal(None, False), reseal=False)
+        if migrated:
+            _seal_rows(conn, Seal(None, False), reseal=False)
         return
     key = signing_key()
     if not key or not keyed.fits(key) or seal_entry(conn) is not None:

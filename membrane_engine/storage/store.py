@@ -782,14 +782,18 @@ def _add_access_via(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE access_log ADD COLUMN via VARCHAR(64) NOT NULL DEFAULT ''")
 
 
-def _add_row_seals(conn: Connection) -> None:
+def _add_row_seals(conn: Connection) -> bool:
     """The MAC columns of the operator tables and the access log's chain came after those
-    tables did: an older store gets them empty on open (row_seal.on_open fills them)."""
+    tables did: an older store gets them empty on open (row_seal.on_open fills them, this once).
+    Returns whether any was added."""
+    added = False
     for table, names in (("operators", ("mac",)), ("operator_tokens", ("mac",)), ("access_log", ("prev_hash", "hash"))):
         have = {c["name"] for c in inspect(conn).get_columns(table)}
         for name in names:
             if name not in have:
                 conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} VARCHAR(128)")
+                added = True
+    return added
 
 
 class Store:
@@ -881,7 +885,7 @@ class Store:
                 metadata.create_all(conn, tables=OPERATOR_TABLES)
                 access_log.create(conn, checkfirst=True)  # stores made before "who looked"
                 _add_access_via(conn)
-                _add_row_seals(conn)
+                sealed_rows_added = _add_row_seals(conn)
                 contested_index.create(conn, checkfirst=True)  # stores made before the review queue
                 if _has_index(conn, "audit_entries", _OLD_CONTEST_INDEX):
                     conn.exec_driver_sql(f"DROP INDEX {_OLD_CONTEST_INDEX}")
@@ -899,7 +903,7 @@ class Store:
                     conn.execute(meta.insert().values(key=SNAPSHOT_KEY, value=os.urandom(32).hex()))
                 from ..row_seal import on_open  # row_seal.py imports this module
 
-                on_open(conn)
+                on_open(conn, migrated=sealed_rows_added)
             if conn.dialect.name == "sqlite":
                 for name in _OLD_SQLITE_SCALAR_INDEXES:
                     conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
