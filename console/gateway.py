@@ -202,6 +202,8 @@ class Throttle:
     a real password's length have to bear. Behind a proxy the client is its X-Forwarded-For only
     when the proxy is listed in MEMBRANE_TRUSTED_PROXIES (signin.client_address)."""
 
+    MAX_KEYS = 100_000
+
     def __init__(self, free: int = 5, base: float = 30.0, cap: float = 900.0, window: float = 900.0):
         self.free, self.base, self.cap, self.window = free, base, cap, window
         self._failures: dict[str, tuple[int, float]] = {}
@@ -245,6 +247,8 @@ class Throttle:
             self._failed(keys, now)
 
     def _failed(self, keys: list[str], now: float) -> None:
+        if len(self._failures) > self.MAX_KEYS:  # made-up names and addresses must not fill memory
+            self._failures = {k: v for k, v in self._failures.items() if now - v[1] <= self.window}
         for k in keys:
             count, last = self._failures.get(k, (0, 0.0))
             self._failures[k] = (1 if now - last > self.window else count + 1, now)

@@ -203,3 +203,13 @@ def test_the_command_line_refuses_a_malformed_trusted_proxy_list(monkeypatch, ca
     monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.1")
     assert cli.main(["--trusted-proxies", "10.0.0.1,not-an-address", "--no-prewarm"]) == 2
     assert "MEMBRANE_TRUSTED_PROXIES must list IP addresses or networks (got 'not-an-address')" in capsys.readouterr().err
+
+
+def test_the_throttle_forgets_stale_keys_when_it_grows():
+    throttle = gateway.Throttle(window=10.0)
+    throttle.MAX_KEYS = 100
+    for i in range(150):
+        throttle.failed([f"name:guess-{i}"], now=float(i) * 0.01)
+    assert len(throttle._failures) == 150  # all within the window: nothing forgotten
+    throttle.failed(["client:late"], now=1000.0)
+    assert list(throttle._failures) == ["client:late"]
