@@ -295,6 +295,8 @@ class Membrane(CurationMixin):
                     out.write("\n]\n")
             if path.exists():  # an export file written again keeps the mode its owner gave it
                 shutil.copymode(path, tmp)
+            else:  # a new one is the user's file, made as their umask makes files, once complete
+                os.chmod(tmp, private_files.umask_mode())
             tmp.replace(path)  # a failed export never leaves a half-written file under the real name
         except OSError as exc:
             raise ValidationError(f"cannot write {str(path)!r}: {exc.strerror or exc}", [("path", str(path))]) from None

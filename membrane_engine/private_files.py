@@ -168,6 +168,30 @@ def new_export_dir() -> Path:
     return Path(tempfile.mkdtemp(dir=export_root()))
 
 
+def new_export_file(name: str) -> Path:
+    """An empty file ``name`` (0600) in a ``new_export_dir``: ``export_file`` writing over it
+    keeps its mode, so the prepared export stays its owner's only."""
+    path = new_export_dir() / name
+    os.close(create_private(path))
+    return path
+
+
+def umask_mode() -> int:
+    """The mode ``open()`` gives a new file under this process's umask (0644 under 022). Read
+    from /proc where it is shown: setting the umask to read it would briefly change it for
+    every thread."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def create_private(path: str | Path) -> int:
     """Open a new file for writing, readable by its owner only (0600 whatever the umask); a file
     already at ``path`` (a stale partial export) is replaced, not reused with its mode."""
@@ -178,4 +202,4 @@ def create_private(path: str | Path) -> int:
 
 
 __all__ = ["PREFIX", "cleanup", "create_private", "export_root", "install_cleanup", "new_export_dir",
-           "sweep_stale", "track", "tracked", "untrack"]
+           "new_export_file", "sweep_stale", "track", "tracked", "umask_mode", "untrack"]

@@ -57,9 +57,9 @@ elif mode.startswith("console"):
     done = threading.Event()
 
     def page():  # a page prepares its export in Streamlit's script thread, not the main one
-        folder = private_files.new_export_dir()
-        (work / "folder").write_text(str(folder))
-        m.export_file(folder / "membrane_export.json")
+        path = private_files.new_export_file("membrane_export.json")  # as the page does
+        (work / "folder").write_text(str(path.parent))
+        m.export_file(path)
         (work / "ready").write_text("prepared")
         done.set()
 
