@@ -1,6 +1,7 @@
 """Curate: the SPEC 6 operations on one record or a selection, each previewed by the engine
 before it is applied, with the signed-in operator as the actor and a rationale on every audit
-entry. The role is checked where it counts: right before each engine write (auth.authorize)."""
+entry. Everything goes through the operator's view: it names the actor, and checks the role and
+the clearance (as stored at that moment) at each preview and each write."""
 
 from __future__ import annotations
 
@@ -11,20 +12,15 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from console import auth, state
-from console.components.clearance import clearance_caption, signed_in
+from console.components.clearance import clearance_caption, operator_view
 from console.components.guard import sentence
 from console.components.words import plural
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.plan_view import outcome_line, plan_names, render_plan, status_of
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
-from membrane_engine import Sensitivity
-from membrane_engine import clearance as gate
-from membrane_engine.errors import NotFoundError, ValidationError
-from membrane_engine.exposure import plan_exposures
-from membrane_engine.labels import labels as record_labels
-from membrane_engine.operators import ACTION_ROLES, Role, permits
+from membrane_engine import ACTION_ROLES, Role, Sensitivity, permits, plan_exposures
+from membrane_engine.errors import MembraneError, ValidationError
 
 # op -> (label, what it does, destructive, targets): targets "each" = every selected record on its
 # own, "one" = exactly one source plus a new record, "many" = the selection plus a new record,
@@ -48,9 +44,8 @@ RESULTS_KEY = "curate_results"
 RESET_KEY = "curate_reset"
 UNCHANGED = "(unchanged)"
 
-operator_ = signed_in()
-clearance = operator_.clearance
-m = state.membrane()
+view = operator_view("curate")
+operator_ = view.operator
 
 
 
@@ -92,7 +87,7 @@ def problem_frame(problems: list[tuple[str, str]]) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- who, what, on what
 
-if not permits(operator_, "reinforce")[0]:
+if not view.may("reinforce")[0]:
     who = f"{operator_.name} is a {operator_.role.value}"
     st.info(f"Curation needs the curator role; {who}.", icon=":material/lock:")
     st.stop()
@@ -109,7 +104,7 @@ op = top[1].selectbox("Operation", list(OPS), key="curate_op", on_change=operati
                       format_func=lambda o: OPS[o][0] + ("" if permits(operator_, o)[0] else " (admin only)"),
                       help="Changing the operation clears the records chosen and the confirmations")
 label, what, destructive, targets = OPS[op]
-allowed, why_not = permits(operator_, op)
+allowed, why_not = view.may(op)
 if destructive:
     st.warning(f"{what} Destructive: you will be asked to confirm.", icon=":material/warning:")
 else:
@@ -123,22 +118,26 @@ if last:
             st.dataframe(problem_frame(problems), hide_index=True)
 
 if targets == "archive":
-    archived = gate.archived_ids(m, clearance)
+    archived = view.archived_ids()
     if not archived:
         st.caption("The archive is empty: nothing has been pruned or deleted.")
+    # Only ids the view listed stay chosen (a value sent from the browser is not an option by itself).
+    sent = st.session_state.get("curate_archived", [])
+    if isinstance(sent, (list, tuple)) and any(i not in archived for i in sent):
+        st.session_state["curate_archived"] = [i for i in sent if i in archived]
     ids = st.multiselect("Archived records", archived, key="curate_archived", format_func=lambda r: clean(r, 120),
                          help="Archived records are named by id: their content is in the archive")
 else:
     # Only records the clearance sees in full: a curation shows and changes what a redacted view withholds.
-    ids = record_picker(m, "curate", "Records" if targets != "one" else "Source record", clearance=clearance,
+    ids = record_picker(view, "curate", "Records" if targets != "one" else "Source record",
                         full_only=True, help="`?id=` in the URL preselects")
     if ids:
         current = []
-        names = record_labels(m, ids, clearance)
+        names = view.labels(ids)
         for rid in ids:
             try:
-                r = m.view(rid, clearance)
-            except NotFoundError:
+                r = view.get(rid)
+            except MembraneError:  # gone, or beyond the clearance since it was picked
                 continue
             current.append({"record": clean(names.get(rid, rid), 120), "type": r.type.value, "salience": r.salience,
                             "status": clean(status_of(r), 80), "pinned": r.lifecycle.pinned,
@@ -182,10 +181,10 @@ elif targets in ("one", "many"):
     source = ids[0] if ids else None
     if source is not None:
         if st.session_state.get("curate_json_for") != (op, source) or "curate_json" not in st.session_state:
-            try:
-                seen = m.view(source, clearance)
+            try:  # through the view: the template shows the source's content, so it is a logged read
+                seen = view.get(source)
                 doc = {} if seen.redacted else seen.to_json_dict()
-            except NotFoundError:
+            except MembraneError:
                 doc = {}
             for k in ("audit_log", "created_at", "updated_at", "redacted"):
                 doc.pop(k, None)
@@ -216,13 +215,14 @@ rationale = st.text_area("Rationale", key="curate_rationale", height=80,
 # ----------------------------------------------------------------------------- calls
 
 
-def calls(actor: str) -> list[tuple[str, list[Any], dict[str, Any]]]:
-    """(label, args, kwargs) for each engine call this action makes, in SPEC 8 argument order."""
+def calls() -> list[tuple[str, list[Any], dict[str, Any]]]:
+    """(label, args, kwargs) for each call of the view this action makes, in SPEC 8 argument
+    order without the actor (the view names the operator)."""
     if targets in ("each", "archive"):
-        return [(rid, [rid, *extra, actor, rationale], kwargs) for rid in ids]
+        return [(rid, [rid, *extra, rationale], kwargs) for rid in ids]
     if targets == "one":
-        return [(ids[0], [ids[0], new_record, actor, rationale], {})] if ids else []
-    return [(", ".join(ids), [list(ids), new_record, actor, rationale], {})] if ids else []
+        return [(ids[0], [ids[0], new_record, rationale], {})] if ids else []
+    return [(", ".join(ids), [list(ids), new_record, rationale], {})] if ids else []
 
 
 def describe(exc: Exception) -> tuple[str, list[tuple[str, str]]]:
@@ -248,9 +248,9 @@ if missing or problems_before_preview:
     st.stop()
 
 previews: list[tuple[str, Any, Exception | None]] = []
-for name, args, kw in calls(operator_.actor):
+for name, args, kw in calls():
     try:
-        previews.append((name, m.preview(op, *args, **kw), None))
+        previews.append((name, view.preview(op, *args, **kw), None))
     except Exception as exc:  # the engine's refusal is shown, never a traceback
         previews.append((name, None, exc))
 
@@ -266,7 +266,7 @@ named: dict[str, str] = {}
 for k, (name, plan) in enumerate(ok):
     if len(ok) > 1:
         st.text(f"{label}: {clean(name, 160)}")
-    names = plan_names(m, plan, clearance)
+    names = plan_names(view, plan)
     named.update(names)
     render_plan(plan, key=f"curate_preview_{k}", names=names)
 
@@ -275,7 +275,7 @@ if failed:
     st.stop()
 
 # Who gains access (SPEC 11): a change that widens any profile's access needs its own confirmation.
-profiles, origin = preview_profiles(m)
+profiles, origin = preview_profiles(view)
 exposures = plan_exposures([plan for _, plan in ok], profiles)
 if exposures.counts and any(exposures.counts.values()):
     show_exposures(exposures, origin, key="curate_exposure")
@@ -287,14 +287,13 @@ if destructive:
     confirmed = st.checkbox(f"I confirm: {label.lower()} {plural(count, 'record')} as shown above.",
                             key="curate_confirm")
 if st.button(f"Apply: {label.lower()}", type="primary", key="curate_apply", disabled=not (confirmed and access_ok)):
-    # The role is checked here, at the moment of writing, against the session's operator (not
-    # against what the page showed): a viewer's session replaying a curator's events writes nothing.
-    writer = auth.authorize(op)
+    # The view checks the role and the clearance here, at the moment of writing, as stored now
+    # (not what the page showed): a viewer's session replaying a curator's events writes nothing.
     results = []
     # The widening confirmation is checked here too, in the run that applies.
-    for name, args, kw in calls(writer.actor) if access_ok else []:
+    for name, args, kw in calls() if access_ok else []:
         try:
-            plan = getattr(m, op)(*args, **kw)
+            plan = getattr(view, op)(*args, **kw)
             results.append((True, f"{label} done: {outcome_line(plan, named)}", []))
         except Exception as exc:  # report the engine's message, never a traceback
             message, problems = describe(exc)

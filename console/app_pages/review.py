@@ -2,9 +2,10 @@
 resolved by Supersede, Retract or Reinstate (previewed by the engine, confirmed, one transaction);
 and records about to be pruned, with when, to reinforce, pin or let go.
 
-The engine builds the queue through the signed-in operator's clearance (membrane_engine/review.py):
-what is beyond it is counted, never shown; a redacted record is metadata only. Writes are checked
-against the operator's role at the moment of writing (auth.authorize), as on Curate."""
+The engine builds the queue through the signed-in operator's view (membrane_engine/review.py):
+what is beyond the clearance is counted, never shown; a redacted record is metadata only. Writes
+go through the view, which checks the role and the clearance as stored at the moment of writing,
+as on Curate."""
 
 from __future__ import annotations
 
@@ -16,16 +17,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from console import auth, state
 from console.components.bulk_view import bulk_panel, show_results
-from console.components.clearance import clearance_caption, signed_in
-from console.components.overview_data import minute_of, store_key
+from console.components.clearance import clearance_caption, key_of, operator_view
 from console.components.plan_view import outcome_line, plan_names, render_plan
 from console.components.safe import clean, md
 from console.components.words import plural
-from membrane_engine.errors import MembraneError, NotFoundError
-from membrane_engine.operators import permits
-from membrane_engine.schema import format_time
+from membrane_engine import format_time
+from membrane_engine.errors import MembraneError
 
 K = "rv"
 HORIZONS = {1: "1 day", 3: "3 days", 7: "7 days", 14: "14 days", 30: "30 days"}
@@ -36,17 +34,17 @@ RESOLVE = {
                                "is retracted.", True),
 }
 
-operator = signed_in()
-clearance = operator.clearance
-m = state.membrane()
+view = operator_view("review")
+operator = view.operator
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def review_queue(_m, url: str, seq: int, clearance_key: str, days: int, minute: str, _clearance) -> Any:
-    """The engine's queue, kept per store state (any write, here or in another process, gives a new
-    key), clearance, horizon and minute: a page revisited reads it again instead of building it
-    (a quarter of a second at 1M)."""
-    return _m.review_queue(_clearance, horizon=timedelta(days=days))
+def review_queue(_view, store: tuple, who: str, cleared: tuple, days: int, minute: str) -> Any:
+    """The view's queue, kept per store state (any write, here or in another process, gives a new
+    key), operator and clearance, horizon and minute: a page revisited reads it again instead of
+    building it (a quarter of a second at 1M). Keyed by the operator too: the view logs the
+    contested records it shows as that operator's reads ("who looked")."""
+    return _view.review_queue(horizon=timedelta(days=days))
 
 
 if st.session_state.pop(f"{K}_reset", False):  # an applied resolution: clear its inputs before they are drawn
@@ -63,8 +61,9 @@ clearance_caption(operator)
 top = st.columns([1, 3])
 days = top[0].selectbox("Pruning horizon", list(HORIZONS), index=2, key=f"{K}_horizon",
                         format_func=HORIZONS.get, help="List records that prune would take now or within this time")
-queue = review_queue(m, *store_key(m), clearance.model_dump_json(), days, minute_of(m.now()).isoformat(), clearance)
-may_write = permits(operator, "reinstate")[0]
+queue = review_queue(view, view.state(), view.name, key_of(operator.clearance), days,
+                     view.now().replace(second=0, microsecond=0).isoformat())
+may_write = view.may("reinstate")[0]
 
 # ----------------------------------------------------------------------------- contested
 
@@ -152,9 +151,10 @@ if resolvable:
         problems: list[str] = []
         if action == "supersede":
             if st.session_state.get(f"{K}_json_for") != target or f"{K}_json" not in st.session_state:
-                try:
-                    doc = m.view(target, clearance).to_json_dict()
-                except NotFoundError:
+                try:  # a logged read: the template shows the record's content
+                    seen = view.get(target)
+                    doc = {} if seen.redacted else seen.to_json_dict()
+                except MembraneError:
                     doc = {}
                 for field in ("audit_log", "created_at", "updated_at", "redacted", "relations"):
                     doc.pop(field, None)
@@ -179,10 +179,11 @@ if resolvable:
         rationale = st.text_input("Rationale", key=f"{K}_rationale",
                                   placeholder="Why: it becomes the audit entry's rationale").strip()
 
-        def call_args(actor: str) -> list[Any]:
+        def call_args() -> list[Any]:
+            """The view's arguments (no actor: the view names the operator)."""
             if action == "supersede":
-                return [target, new_record, actor, rationale]
-            return [target, actor, rationale]
+                return [target, new_record, rationale]
+            return [target, rationale]
 
         if not rationale:
             st.caption("To preview: write a rationale.")
@@ -190,11 +191,11 @@ if resolvable:
             st.warning(md(problem, 500))
         if rationale and not problems:
             try:
-                plan = m.preview(action, *call_args(operator.actor))
+                plan = view.preview(action, *call_args())
             except MembraneError as exc:
                 st.error(f"The engine refuses: {md(str(exc), 1500)}")
             else:
-                named = plan_names(m, plan, clearance)
+                named = plan_names(view, plan)
                 render_plan(plan, key=f"{K}_plan", names=named)
                 confirmed = True
                 # Keyed by the record and the resolution: a confirmation (or a click) given for one
@@ -204,9 +205,8 @@ if resolvable:
                                             key=f"{K}_confirm_{action}_{target}")
                 if st.button(f"Apply: {label.lower()}", type="primary", key=f"{K}_apply_{action}_{target}",
                              disabled=not confirmed):
-                    writer = auth.authorize(action)  # the role, checked at the moment of writing
-                    try:
-                        done = getattr(m, action)(*call_args(writer.actor))
+                    try:  # the view checks the role and the clearance, as stored now
+                        done = getattr(view, action)(*call_args())
                         st.session_state[f"{K}_outcome"] = (True, f"{label} done for “{names[target]}”: "
                                                                   f"{outcome_line(done, named)}")
                     except MembraneError as exc:
@@ -251,7 +251,7 @@ else:
                                 format_func=lambda rid: clean(pick.get(rid, rid), 120))
         if chosen:
             with st.container(border=True):
-                bulk_panel(m, operator, chosen, key=f"{K}_prune", ops=["reinforce", "pin", "delete"],
+                bulk_panel(view, chosen, key=f"{K}_prune", ops=["reinforce", "pin", "delete"],
                            op_names={"delete": "Let go (archive now)"}, title=f"Keep or let go: {plural(len(chosen), 'record')}")
     elif not may_write:
         st.info(f"Reinforcing, pinning or letting go needs the curator role; {md(operator.name, 80)} is a "

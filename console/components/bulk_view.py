@@ -1,6 +1,7 @@
 """One operation over many selected records: a chooser, one preview table, one confirmation, then
-per-record results. The engine plans and applies (``Membrane.bulk_preview`` / ``bulk_apply``:
-one transaction and one audit entry per record); this draws it.
+per-record results. The engine plans and applies through the operator's view
+(``view.bulk_preview`` / ``bulk_apply``: one transaction and one audit entry per record, the role
+and the clearance as stored at each call); this draws it.
 
 The preview shown is the one applied: it is kept in the session until Apply, so a record another
 operator changes in between is refused by the engine ("changed since the preview"), never
@@ -15,15 +16,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from console import auth
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.safe import clean, md
 from console.components.words import plural
-from membrane_engine import Sensitivity
+from membrane_engine import OperatorView, Sensitivity, permits, plan_exposures
 from membrane_engine.errors import MembraneError
-from membrane_engine.exposure import plan_exposures
-from membrane_engine.labels import labels
-from membrane_engine.operators import Operator, permits
 
 # op -> (label, what it does, destructive)
 OPS: dict[str, tuple[str, str, bool]] = {
@@ -131,10 +128,12 @@ def show_results(key: str) -> None:
     st.dataframe(frame, hide_index=True, key=f"{key}_results_table", width="stretch")
 
 
-def bulk_panel(m: Any, operator: Operator, ids: list[str], key: str, ops: list[str] | None = None,
+def bulk_panel(view: OperatorView, ids: list[str], key: str, ops: list[str] | None = None,
                title: str | None = None, op_names: dict[str, str] | None = None) -> None:
     """Choose an operation for ``ids``, preview it for every record at once, confirm, apply.
-    ``ops``: the operations offered (default all of OPS); ``op_names``: other labels for some."""
+    ``ops``: the operations offered (default all of OPS); ``op_names``: other labels for some.
+    ``ids`` may come from the browser: the view refuses (per record) any it does not see in full."""
+    operator = view.operator
     count = len(ids)
     if st.session_state.pop(f"{key}_reset", False):  # an applied change: clear its inputs before they are drawn
         st.session_state[f"{key}_rationale"] = ""
@@ -168,7 +167,7 @@ def bulk_panel(m: Any, operator: Operator, ids: list[str], key: str, ops: list[s
     kept = st.session_state.get(stash)
     if kept is None or kept[0] != fingerprint or st.button("Preview again", key=f"{key}_again"):
         try:
-            preview = m.bulk_preview(op, ids, operator.actor, rationale, clearance=operator.clearance, **params)
+            preview = view.bulk_preview(op, ids, rationale, **params)
         except MembraneError as exc:
             st.error(f"The engine refused: {md(str(exc), 1000)}")
             return
@@ -180,7 +179,7 @@ def bulk_panel(m: Any, operator: Operator, ids: list[str], key: str, ops: list[s
         st.session_state[stash] = (fingerprint, preview, number)
     else:
         preview, number = kept[1], kept[2]
-    names = labels(m, ids, operator.clearance)  # the records named by what they say
+    names = view.labels(ids)  # the records named by what they say, as far as the clearance reads
     accepted, refused = len(preview.accepted), len(preview.refused)
     st.markdown(f"**Preview:** {label.lower()} {plural(accepted, 'record')}"
                 + (f"; {plural(refused, 'record')} will be refused (see why below)" if refused else "") + ".")
@@ -194,7 +193,7 @@ def bulk_panel(m: Any, operator: Operator, ids: list[str], key: str, ops: list[s
     if not accepted:
         st.warning("Nothing to apply: the engine refuses every selected record.")
         return
-    profiles, origin = preview_profiles(m)
+    profiles, origin = preview_profiles(view)
     exposures = plan_exposures([i.plan for i in preview.accepted], profiles)
     if exposures.counts and any(exposures.counts.values()):
         show_exposures(exposures, origin, key=f"{key}_exposure")
@@ -203,14 +202,17 @@ def bulk_panel(m: Any, operator: Operator, ids: list[str], key: str, ops: list[s
                             "transaction and one audit entry each.", key=f"{key}_confirm_{number}")
     if st.button(f"Apply to {plural(accepted, 'record')}", type="primary", key=f"{key}_apply_{number}",
                  disabled=not (confirmed and access_ok)):
-        writer = auth.authorize(op)  # the role, checked at the moment of writing
-        if writer.actor != preview.actor or not (confirmed and access_ok):
-            st.error("Not applied: the preview was made for another operator or is not confirmed.")
+        if not (confirmed and access_ok):
+            st.error("Not applied: the preview is not confirmed.")
             st.stop()
-        result = m.bulk_apply(preview)
+        try:  # the view checks the role, the clearance and who made the preview, as stored now
+            result = view.bulk_apply(preview)
+        except MembraneError as exc:
+            st.error(f"Not applied: {md(str(exc), 1000)}")
+            st.stop()
         done, failed = len(result.applied), len(result.failed)
         line = f"{label} applied to {plural(done, 'record')}" + (f"; {failed} not applied" if failed else "") + "."
-        names = {**names, **labels(m, ids, operator.clearance)}
+        names = {**names, **view.labels(ids)}
         st.session_state[f"{key}_results"] = (line, results_frame(result, names), not failed)
         st.session_state.pop(stash, None)
         st.session_state[f"{key}_reset"] = True

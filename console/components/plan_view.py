@@ -9,10 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from membrane_engine import MemoryRecord
-from membrane_engine.history import kind_of
-from membrane_engine.labels import label, labels
-from membrane_engine.trust import TrustContext
+from membrane_engine import MemoryRecord, OperatorView, kind_of, label
 
 from .safe import clean, md
 
@@ -22,11 +19,11 @@ KIND_LABELS = {
 }
 
 
-def plan_names(membrane: Any, plan: Any, clearance: TrustContext) -> dict[str, str]:
-    """What each record the plan touches says, as ``clearance`` sees it now; a record the plan
-    creates is named by the content the operator wrote for it."""
+def plan_names(view: OperatorView, plan: Any) -> dict[str, str]:
+    """What each record the plan touches says, as the operator's view sees it now; a record the
+    plan creates is named by the content the operator wrote for it."""
     ids = list(dict.fromkeys([c.record_id for c in plan.changes] + [e.record_id for e in plan.audit]))
-    names = labels(membrane, ids, clearance)
+    names = view.labels(ids) if ids else {}
     for c in plan.changes:
         if c.kind == "create" and c.record_id not in names:
             names[c.record_id] = label(c.after)

@@ -300,7 +300,8 @@ def test_a_revisit_reads_the_queue_kept_and_a_write_or_another_clearance_builds_
     built: list[str] = []
     real = Membrane.review_queue
     monkeypatch.setattr(Membrane, "review_queue",
-                        lambda self, clearance, **kw: built.append(clearance.max_sensitivity) or real(self, clearance, **kw))
+                        lambda self, clearance, *a, **kw: built.append(clearance.max_sensitivity)
+                        or real(self, clearance, *a, **kw))
     first = page()
     assert built == ["hyper"]
     again = page()
