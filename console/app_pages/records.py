@@ -1,9 +1,10 @@
 """Record explorer: filter and search the store (paged in the engine), open a record in a dialog,
 and apply one operation to many selected records.
 
-Everything comes through the signed-in operator's clearance (the engine gates: above it a record
-is redacted or absent). Selecting one row (or ``?id=RECORD`` in the URL) opens that record in a
-dialog; selecting several offers "Apply to N records" (components/bulk_view.py).
+Everything comes through the signed-in operator's view (the engine gates: above the clearance a
+record is redacted or absent, and every record shown in full is logged as the operator's read).
+Selecting one row (or ``?id=RECORD`` in the URL) opens that record in a dialog; selecting several
+offers "Apply to N records" (components/bulk_view.py).
 """
 
 from __future__ import annotations
@@ -15,37 +16,33 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from console import state
-from console.components.clearance import clearance_caption, from_key, key_of, signed_in
+from console.components.clearance import clearance_caption, key_of, operator_view
 from console.components.bulk_view import bulk_panel, show_results
 from console.components.graph_view import neighbourhood
 from console.components.record_detail import render_record
 from console.components.safe import clean, md
 from console.components.time_input import as_of_input
 from console.components.trust_form import LAYERS, SENSITIVITIES
+from membrane_engine import NO_STATUS, SORTS, Filters, RevisionStatus, format_time
 from membrane_engine.errors import MembraneError, NotFoundError
-from membrane_engine.clearance import scopes_seen
-from membrane_engine.explorer import NO_STATUS, SORTS, Filters, existing, referencing, search, tag_counts
-from membrane_engine.labels import labels
-from membrane_engine.schema import RevisionStatus, format_time
 
 K = "rx"
 PAGE_SIZES = [25, 50, 100, 250]
 STATUSES = [s.value for s in RevisionStatus] + [NO_STATUS]
 
-operator = signed_in()
+view = operator_view("records")
+operator = view.operator
 clearance = operator.clearance
-m = state.membrane()
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _tags(url: str, seq: int, cleared: tuple) -> dict[str, int]:
-    return tag_counts(state.membrane(), clearance=from_key(cleared))
+def _tags(_view, store: tuple, cleared: tuple) -> dict[str, int]:
+    return _view.tag_counts()
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def _incoming(url: str, seq: int, record_id: str, cleared: tuple) -> list[str]:
-    return referencing(state.membrane(), record_id, clearance=from_key(cleared))
+def _incoming(_view, store: tuple, record_id: str, cleared: tuple) -> list[str]:
+    return _view.referencing(record_id)
 
 
 def open_record(record_id: str) -> None:
@@ -85,31 +82,34 @@ def record_dialog() -> None:
     opened from it replaces it)."""
     record_id = st.query_params.get("id", "")
     try:
-        # Opening a record is an access the engine may log ("who looked", SPEC 10).
-        record = m.view(record_id, clearance, as_of=as_of, actor=operator.actor)
+        # Opening a record is a read the view logs ("who looked", SPEC 10). A record seen
+        # redacted is read as it is now: its salience at another instant would tell its decay,
+        # which the redacted view withholds.
+        record = view.get(record_id)
+        if as_of is not None and not record.redacted:
+            record = view.get(record_id, as_of=as_of)
     except NotFoundError:
         st.error(f"No live record with id {md(record_id, 200)} within your clearance (it may have been pruned "
                  "or deleted; the Audit log page shows archived records).")
         return
-    title = labels(m, [record.id], clearance).get(record.id, "")
+    title = view.labels([record.id]).get(record.id, "")
     st.markdown(f"**{md(title, 200)}**" if title else "**(no label)**")
     st.code(clean(record.id, 300), language=None)
     targets = [r.target_id for r in record.relations]
-    # A target the clearance does not see is "not in the store" as far as this page can say.
-    seen = {rid for rid, v in m.explain_many(targets, clearance).items() if v.value != "hidden"} if targets else set()
-    known = existing(m, targets) & seen
-    render_record(record, on_open=open_record, key=f"{K}_detail", known=known,
-                  referenced_by=None if record.redacted else _incoming(m.url, snap_seq, record.id, key_of(clearance)),
-                  as_of=as_of)
-    neighbourhood(m, record.id, key=f"{K}_hood", as_of=as_of)
+    # A target the view does not return is "not in the store" as far as this page can say.
+    known = set(view.labels(targets)) if targets else set()
+    render_record(view, record, on_open=open_record, key=f"{K}_detail", known=known,
+                  referenced_by=None if record.redacted else _incoming(view, store, record.id, key_of(clearance)),
+                  as_of=None if record.redacted else as_of)
+    neighbourhood(view, record.id, key=f"{K}_hood", as_of=as_of)
 
 
 st.title("Record explorer")
 st.caption("The records of the store, filtered and searched by the engine.")
 clearance_caption(operator)
 
-snap_seq = m.columns.current().seq
-tags_available = _tags(m.url, snap_seq, key_of(clearance))
+store = view.state()
+tags_available = _tags(view, store, key_of(clearance))
 selected_id = st.query_params.get("id", "")
 if f"{K}_id_box" not in st.session_state:
     st.session_state[f"{K}_id_box"] = selected_id
@@ -122,7 +122,7 @@ with st.container(border=True):
                            help="Case-insensitive substring of the id, a tag or anything in the record's JSON")
     types = c[1].multiselect("Type", LAYERS, key=f"{K}_types")
     sens = c[2].multiselect("Sensitivity", SENSITIVITIES, key=f"{K}_sens")
-    scope_options = [""] + scopes_seen(m, clearance)
+    scope_options = [""] + view.scopes()
     scopes = c[3].multiselect("Scope", scope_options, key=f"{K}_scopes",
                               format_func=lambda s: s if s else "(unscoped)")
     c = st.columns([3, 2, 2, 2])
@@ -142,25 +142,24 @@ with st.container(border=True):
 
 filters = Filters(types=types, sensitivities=sens, scopes=scopes, tags=tags, statuses=statuses,
                   salience_min=low if low > 0 else None, salience_max=high if high < 1.0 else None, text=text)
-when = as_of or m.now()
+when = as_of or view.now()
 fingerprint = hashlib.sha1(json.dumps([filters.__dict__, sort, page_size, str(as_of)], sort_keys=True,
                                       default=str).encode()).hexdigest()[:10]
 page_key = f"{K}_page_{fingerprint}"
 page_no = int(st.session_state.get(page_key, 1) or 1)
 try:
-    total, page = search(m, filters, offset=(page_no - 1) * page_size, limit=page_size, sort=sort, as_of=when,
-                         clearance=clearance)
+    total, page = view.search(filters, offset=(page_no - 1) * page_size, limit=page_size, sort=sort, as_of=when)
 except MembraneError as exc:
     st.error(f"The engine refused the search: {exc}")
     st.stop()
 pages = max(1, -(-total // page_size))
 if page_no > pages:  # the store shrank under us
     page_no = 1
-    total, page = search(m, filters, offset=0, limit=page_size, sort=sort, as_of=when, clearance=clearance)
+    total, page = view.search(filters, offset=0, limit=page_size, sort=sort, as_of=when)
 
 head = st.columns([1, 1, 3])
 head[0].metric("Matching records", f"{total:,}")
-head[1].metric("In the store", f"{m.count():,}")
+head[1].metric("In the store", f"{view.count():,}", help="Records your clearance sees")
 
 show_results(f"{K}_bulk")
 selected: list[str] = []
@@ -173,10 +172,12 @@ else:
     ids_key = f"{K}_page_ids"
     st.session_state[ids_key] = [r.id for r in page]
     # Each record named by what it says, as the clearance may read it (a redacted one by its type).
-    names = labels(m, [r.id for r in page], clearance)
+    names = view.labels([r.id for r in page])
     frame = pd.DataFrame([{
         "summary": clean(names.get(r.id, "") or r.id, 200), "type": r.type.value,
-        "salience": round(r.salience, 4), "status": r.revision_status or "", "sensitivity": r.sensitivity.value,
+        # A redacted row's salience at another instant would tell its decay: shown only for now.
+        "salience": round(r.salience, 4) if as_of is None or not r.redacted else None,
+        "status": r.revision_status or "", "sensitivity": r.sensitivity.value,
         "scope": clean(r.scope, 200) if r.scope else "(unscoped)", "tags": clean(", ".join(r.tags), 300),
         "confidence": round(r.confidence, 3), "created": format_time(r.created_at)[:16].replace("T", " "),
         "id": clean(r.id, 200),
@@ -200,7 +201,7 @@ else:
 
 if len(selected) > 1:
     with st.container(border=True):
-        bulk_panel(m, operator, selected, key=f"{K}_bulk")
+        bulk_panel(view, selected, key=f"{K}_bulk")
 
 # ---------------------------------------------------------------------------- one record
 

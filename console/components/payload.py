@@ -14,8 +14,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from membrane_engine import MemoryRecord
-from membrane_engine.schema import format_time
+from membrane_engine import MemoryRecord, format_time
 
 from .safe import clean, md
 

@@ -231,14 +231,12 @@ def detail_script() -> None:
     """The record detail for the record named in the query string, as the explorer draws it."""
     import streamlit as st
 
-    from console import state
-    from console.components.clearance import signed_in
+    from console.components.clearance import operator_view
     from console.components.record_detail import render_record
 
-    operator = signed_in()
-    m = state.membrane()
-    record = m.view(st.query_params["id"], operator.clearance)
-    render_record(record, key="rx_detail")
+    view = operator_view("records")
+    record = view.get(st.query_params["id"])
+    render_record(view, record, key="rx_detail")
 
 
 def detail(rid: str, operator: Operator) -> AppTest:
