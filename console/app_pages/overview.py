@@ -82,11 +82,13 @@ with st.container(border=True):
                + (" (a past instant: only the records created and the audit entries written by then count; "
                   "salience figures are S at that instant from each record's current anchor; a record's true "
                   "past curve, from its audit trail, is on the Salience decay page)"
-                  if as_of is not None and as_of < now else "") + f" · change counter {seq:,}")
-# Whatever the instant: counted now and never broken down, so two instants tell nothing about
-# when (or what) a record beyond the clearance was made.
-if metrics["beyond_clearance"]:
-    st.caption(f"{plural(metrics['beyond_clearance'], 'record')} beyond your clearance: not counted below.")
+                  if as_of is not None and as_of < now else "")
+               # The counter moves with every write, to records beyond the clearance too.
+               + ("" if metrics["beyond_clearance"] else f" · change counter {seq:,}"))
+    # Whatever the instant: counted now and never broken down, so two instants tell nothing
+    # about when (or what) a record beyond the clearance was made.
+    if metrics["beyond_clearance"]:
+        st.caption(f"{plural(metrics['beyond_clearance'], 'record')} beyond your clearance: not counted below.")
 
 row1 = st.columns(4)
 row1[0].metric("Records", f"{metrics['total_records']:,}", help=HELP["total_records"])
