@@ -106,7 +106,7 @@ class BulkResult:
 
 
 def _check_op(op: Any) -> str:
-    if op not in BULK_OPS:
+    if not isinstance(op, str) or op not in BULK_OPS:
         raise ValidationError(f"op {op!r:.80} cannot be applied to many records (one of {', '.join(BULK_OPS)})",
                               [("op", "not a bulk operation")])
     return op

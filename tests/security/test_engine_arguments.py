@@ -119,6 +119,9 @@ each("curate_within", "rationale", {"long": "r" * (MAX_RATIONALE_LENGTH + 1)},
 each("check_policy", "limit", {k: v for k, v in NOT_WHOLE.items() if v is not None},  # None: the default
      lambda m, v: m.check_policy(load_policy(SAMPLE_POLICY), limit=v))
 each("check_policy", "as_of", {"str": "today"}, lambda m, v: m.check_policy(load_policy(SAMPLE_POLICY), as_of=v))
+each("bulk_preview", "op", {"list": ["pin"], "int": 5}, lambda m, v: m.bulk_preview(v, ["s1"], "sec", "why"))
+each("as_operator", "via", NOT_TEXT, lambda m, v: m.as_operator("sec-admin", via=v))
+each("op.through", "via", NOT_TEXT, lambda m, v: op(m).through(v))
 each("bulk_preview", "rationale", {"long": "r" * (MAX_RATIONALE_LENGTH + 1)},
      lambda m, v: m.bulk_preview("pin", ["s1"], "sec", v))
 each("TrustContext", "scopes", {"long": ["s" * (MAX_SCOPE_LENGTH + 1)]},
@@ -307,7 +310,7 @@ COVERED_ELSEWHERE = {
     "retrieve_by_type", "explain", "salience_curves", "salience_history", "explain_many", "metrics",
     "import_records", "import_file", "import_prepared", "export_file", "open", "verify_audit",
     "supersede", "fork", "merge", "penalize", "pin", "unpin", "retract", "delete", "restore", "reinstate",
-    "restore_version", "preview", "bulk_apply", "log_access", "as_operator",
+    "restore_version", "preview", "bulk_apply", "log_access",
     "holds_sample",  # no arguments
     # a parsed Policy (policy_file refuses a bad file), and a path checked as export_file's
     "policy_coverage", "policy_snapshot", "policy_snapshot_lines", "write_policy_snapshot",
