@@ -100,14 +100,21 @@ def read(path: str | Path) -> Seen:
     """A snapshot file; ValidationError naming the line for anything that is not one."""
     out: dict[str, tuple[dict[str, Any], dict[str, str]]] = {}
     number = 0
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
             try:
-                item = json.loads(line)
+                item = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise ValidationError(f"{path}:{number}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                                      f"{exc.start + 1})", [(f"line {number}", "not UTF-8")]) from None
             except ValueError as exc:
                 raise ValidationError(f"{path}:{number}: not JSON ({exc})", [(f"line {number}", "not JSON")]) from None
+            except RecursionError:  # json nests by recursion: a line of 10,000 brackets is no snapshot
+                raise ValidationError(f"{path}:{number}: nested too deeply to be a snapshot line",
+                                      [(f"line {number}", "nested too deeply")]) from None
             if number == 1:
-                if not isinstance(item, dict) or item.get("format") != FORMAT:
+                if not isinstance(item, dict) or item.get("format") != FORMAT \
+                        or not isinstance(item.get("profiles", {}), dict):
                     raise ValidationError(f"{path}:1: not a policy snapshot (format {FORMAT} expected)",
                                           [("line 1", "format")])
                 out = {name: (ctx, {}) for name, ctx in item.get("profiles", {}).items()}

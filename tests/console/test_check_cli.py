@@ -13,6 +13,7 @@ import pytest
 
 from console.commands import check
 from membrane_engine import Membrane
+from membrane_engine.policy_file import MAX_POLICY_BYTES
 
 SAMPLE_POLICY = Path(__file__).resolve().parents[2] / "sample_data" / "policies.toml"
 AWS_KEY = "4bd4e60f-41ba-508a-b7d1-a8b178a6aa8b"  # hyper, infra-ops, tagged secret
@@ -72,7 +73,10 @@ INVALID = [
     ("unknown verdict", '[profiles.a]\nmax_sensitivity = "low"\n\n[[assert]]\nprofile = "a"\nexpect = "secret"\n', 6,
      "assert[0].expect"),
     ("unknown key", '[profiles.a]\nmax_sensitivity = "low"\nscope = ["x"]\n', 3, "profiles.a.scope"),
+    ("deep nesting", '[profiles.a]\nmax_sensitivity = "low"\n\n[[assert]]\nprofile = "a"\nexpect = "hidden"\n'
+     'records = { ids = ' + "[" * 1_000 + "]" * 1_000 + " }\n", 7, "assert[0].records.ids"),
 ]
+DEEP = INVALID[-1][1]
 
 
 @pytest.mark.parametrize("case,text,line,key", INVALID, ids=[c[0] for c in INVALID])
@@ -83,6 +87,44 @@ def test_an_invalid_file_exits_2_naming_line_and_key(case: str, text: str, line:
     code, out, err = run(capsys, str(path), "--db", db)
     assert code == 2 and out == ""
     assert f"{path}:{line}: {key}:" in err
+
+
+BAD_BYTES = [
+    ("not UTF-8", b'[profiles.a]\nmax_sensitivity = "l\xffow"\n', 2, "not UTF-8: byte 0xff at line 2, column 21"),
+    ("too big", b"[profiles.a]\n" + b"#" * MAX_POLICY_BYTES + b"\n", 2,
+     f"the file is {MAX_POLICY_BYTES + 14:,} bytes; a policy file may be at most {MAX_POLICY_BYTES:,} bytes"),
+]
+
+
+@pytest.mark.parametrize("case,data,line,message", BAD_BYTES, ids=[c[0] for c in BAD_BYTES])
+def test_a_file_that_cannot_be_read_as_policy_exits_2_naming_the_line(
+        case: str, data: bytes, line: int, message: str, db: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_bytes(data)
+    code, out, err = run(capsys, str(path), "--db", db)
+    assert code == 2 and out == ""
+    assert f"{path}:{line}: (file): {message}" in err
+
+
+def test_the_installed_command_exits_2_on_deep_nesting_without_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "deep.toml"
+    path.write_text(DEEP)
+    done = subprocess.run([sys.executable, "-m", "console.cli", "check", str(path), "--db",
+                           f"sqlite:///{tmp_path / 'none.db'}"], capture_output=True, text=True,
+                          env=os.environ | {"PYTHONPATH": os.getcwd()}, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and f"{path}:7: assert[0].records.ids: nested more than" in done.stderr
+
+
+def test_a_snapshot_nested_too_deeply_exits_2(db: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    snap = tmp_path / "seen.jsonl"
+    assert run(capsys, str(SAMPLE_POLICY), "--db", db, "--snapshot", str(snap))[0] == 0
+    with snap.open("a") as fh:
+        fh.write("[" * 100_000 + "\n")
+    lines = snap.read_text().count("\n")
+    code, out, err = run(capsys, str(SAMPLE_POLICY), "--db", db, "--against", str(snap))
+    assert code == 2 and f"{snap}:{lines}: nested too deeply" in err
 
 
 def test_a_store_that_is_not_there_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
