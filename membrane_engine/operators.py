@@ -41,6 +41,9 @@ ACTION_ROLES: dict[str, Role] = {
     **{op: Role.ADMIN for op in ("delete", "restore", "prune", "import", "manage_operators")},
 }
 ACTION_ROLES["restore_version"] = Role.CURATOR  # a version of a live record, as reclassify
+# Using an uploaded policy file for the session (SPEC 11): its profiles drive the exposure
+# previews of curation, and parsing it costs the shared server, so not a viewer's to do.
+ACTION_ROLES["replace_policy"] = Role.CURATOR
 
 
 class Operator(BaseModel):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from console import auth
 from console.components import policy_source
 from console.components.audit_table import link_column, record_link
 from console.components.clearance import operator_view
@@ -25,20 +26,37 @@ st.caption("Agent profiles and assertions about what each may see, written down 
 
 
 
+REFUSED_KEY = "policy_upload_refused"  # why the last file sent was not used
+
+
 def _uploaded() -> None:
     """Kept apart from the widget, whose value Streamlit drops while another page is shown: only
-    the operator adding or removing a file changes the session's policy."""
+    the operator adding or removing a file changes the session's policy. The file is parsed
+    here, once, not on every run of a page that uses it."""
+    st.session_state.pop(REFUSED_KEY, None)
     upload = st.session_state.get("policy_file")
-    if upload is not None:
-        st.session_state[policy_source.UPLOAD_KEY] = (upload.name, upload.getvalue().decode("utf-8", "replace"))
-    else:
-        st.session_state.pop(policy_source.UPLOAD_KEY, None)
+    if upload is None:
+        policy_source.drop_upload()
+        return
+    refused = policy_source.take_upload(upload.name, upload.size, upload.getvalue, auth.current())
+    if refused:
+        st.session_state[REFUSED_KEY] = refused
 
 
+may_replace, why_not = view.may(policy_source.REPLACE_ACTION)
 with st.expander("Use another policy file", expanded=False):
-    st.file_uploader("Policy file (TOML)", type=["toml"], key="policy_file", on_change=_uploaded,
-                     help="Used for this session: this page, the previews of Curate and Import, and the "
-                          "profile presets of the trust forms")
+    if may_replace:
+        # max_upload_size (whole MB) has the browser refuse a large file before sending it;
+        # take_upload holds the real limit.
+        st.file_uploader("Policy file (TOML)", type=["toml"], key="policy_file", on_change=_uploaded,
+                         max_upload_size=1,
+                         help=f"At most {policy_source.MAX_UPLOAD_BYTES // 1024} KB. Used for this session: this "
+                              "page, the previews of Curate and Import, and the profile presets of the trust forms")
+    else:
+        st.caption(f"Only a curator or an admin can use another policy file for the session ({md(why_not, 200)}). "
+                   "The checks below are of the console's policy file.")
+if st.session_state.get(REFUSED_KEY):
+    st.error(md(st.session_state[REFUSED_KEY], 500), icon=":material/block:")
 
 source = policy_source.active(view)
 st.text(f"Policy file: {clean(source.label, 300)}")
@@ -50,7 +68,7 @@ if source.error is not None:
     st.stop()
 if source.policy is None:
     st.info("No policy file is active. Start the console with `--policies FILE` (or set MEMBRANE_POLICIES), or "
-            "upload one above. The README shows the format.", icon=":material/info:")
+            "(as a curator or admin) upload one above. The README shows the format.", icon=":material/info:")
     st.stop()
 
 policy = source.policy

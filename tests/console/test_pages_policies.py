@@ -245,3 +245,104 @@ def test_a_change_to_the_store_is_checked_on_the_next_run(store: str) -> None:
     reclassify(store, AWS_KEY, sensitivity="low", scope="")  # by another process's engine
     run(at)
     assert "FAILS" in set(frame(at, "pol_asserts")["status"])
+
+
+# ----------------------------------------------------------------------------- uploads (SPEC 11)
+
+PROBE = "parse-once-probe"  # a profile name only the uploaded files below hold
+MINE = f'[profiles.{PROBE}]\nmax_sensitivity = "public"\n\n[[assert]]\nprofile = "{PROBE}"\nexpect = "hidden"\n'
+
+
+def policies_page(role: str = "admin", name: str = "ann") -> AppTest:
+    return run(sign_in(AppTest.from_file(str(PAGES / "policies.py"), default_timeout=TIMEOUT),
+                       Operator(name=name, role=role, max_sensitivity="hyper")))
+
+
+def upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    return run(at.file_uploader(key="policy_file").set_value((name, data, "application/toml")))
+
+
+def unescaped(at: AppTest) -> str:
+    return page_text(at).replace("\\", "")
+
+
+def test_a_viewer_has_no_upload_and_is_told_why(store: str) -> None:
+    at = policies_page(role="viewer")
+    assert not at.get("file_uploader")
+    text = unescaped(at)
+    assert "Only a curator or an admin can use another policy file" in text
+    assert "replace_policy needs the curator role; ann is a viewer" in text
+    assert "sample_data/policies.toml" in text and len(frame(at, "pol_asserts")) == 13  # the checks still run
+
+
+def test_a_curator_uploads_and_loses_the_upload_on_demotion(store: str) -> None:
+    at = policies_page(role="curator")
+    upload(at, "mine.toml", MINE.encode())
+    assert "uploaded file mine.toml" in page_text(at) and list(frame(at, "pol_profiles")["profile"]) == [PROBE]
+
+    from console import auth
+
+    m = Membrane.open(store, load_sample=False)
+    m.operators.set("ann", actor="test", role="viewer")
+    demoted = m.operators.get("ann")
+    m.close()
+    session = at.session_state[auth.SESSION_KEY]  # as the console's gate adopts it from the store each run
+    at.session_state[auth.SESSION_KEY] = auth.Session(demoted, session.expires_at)
+    run(at)
+    assert "sample_data/policies.toml" in page_text(at) and "uploaded file" not in page_text(at)
+    assert not at.get("file_uploader")
+
+
+def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every TOML text holding PROBE that is parsed from now on."""
+    import tomllib
+
+    parsed: list[str] = []
+    loads = tomllib.loads
+
+    def counting(text: str, *args, **kwargs):
+        if PROBE in text:
+            parsed.append(text)
+        return loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(tomllib, "loads", counting)
+    return parsed
+
+
+def test_an_upload_over_the_limit_is_refused_naming_limit_and_size(store: str, monkeypatch) -> None:
+    from console.components.policy_source import MAX_UPLOAD_BYTES
+
+    parsed = count_parses(monkeypatch)
+    at = policies_page()
+    big = (MINE + "#" * MAX_UPLOAD_BYTES + "\n").encode()
+    upload(at, "big.toml", big)
+    errors = " ".join(e.value for e in at.error).replace("\\", "")
+    assert (f"big.toml is not used: it is {len(big):,} bytes, and an uploaded policy file may be at most "
+            f"{MAX_UPLOAD_BYTES:,} bytes (256 KB)") in errors
+    assert parsed == [] and "sample_data/policies.toml" in page_text(at)  # refused unread; the policy stays
+    assert set(frame(at, "pol_asserts")["status"]) == {"holds"}
+
+    upload(at, "mine.toml", MINE.encode())  # a file within the limit is taken, and the refusal goes
+    assert "uploaded file mine.toml" in page_text(at) and "is not used" not in " ".join(e.value for e in at.error)
+
+
+def test_an_upload_is_parsed_once_whatever_the_reruns(store: str, monkeypatch) -> None:
+    parsed = count_parses(monkeypatch)
+    at = policies_page()
+    upload(at, "mine.toml", MINE.encode())
+    assert len(parsed) == 1 and "uploaded file mine.toml" in page_text(at)
+    for _ in range(3):
+        run(at)
+    run(at.file_uploader(key="policy_file").set_value(("mine.toml", MINE.encode(), "application/toml")))  # sent again
+    assert len(parsed) == 1 and list(frame(at, "pol_profiles")["profile"]) == [PROBE]
+    upload(at, "mine.toml", (MINE + "# changed\n").encode())  # new bytes: parsed, once
+    run(at)
+    assert len(parsed) == 2
+
+
+def test_an_uploaded_file_that_is_not_utf8_shows_the_line(store: str) -> None:
+    at = policies_page()
+    upload(at, "latin1.toml", MINE.encode() + b'name = "caf\xe9"\n')
+    problems = frame(at, "pol_errors")
+    assert (int(problems.iloc[0]["line"]), problems.iloc[0]["key"]) == (7, "(file)")
+    assert "not UTF-8: byte 0xe9" in problems.iloc[0]["problem"]
