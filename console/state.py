@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import threading
 import time
+from urllib.parse import urlencode, urlparse
 
 import streamlit as st
 
@@ -121,6 +123,7 @@ _BARE_STATE = "page_bare_state_"
 _RUNNING = "page_running"
 _WIDGETS = "page_widgets_"
 _LEFT = "page_left_"
+_CAME_FROM = "page_came_from_"
 
 
 def _widget_values(page: str) -> dict:
@@ -140,7 +143,9 @@ def page_query(page: str, trust_prefix: str | None = "", widgets: tuple[str, ...
     previous change (the browser applies a rewritten address after it has sent the next rerun),
     and Back / Forward, which change the URL, change no widget."""
     url = st.query_params.to_dict()
-    arrived = st.session_state.get(_RUNNING) != page  # from another page (its widgets are gone)
+    previous = st.session_state.get(_RUNNING)
+    arrived = previous != page  # from another page (its widgets are gone)
+    st.session_state[_CAME_FROM + page] = previous if arrived else None
     st.session_state[_RUNNING] = page
     st.session_state[_WIDGETS + page] = tuple(widgets)
     last = st.session_state.get(_LAST + page)
@@ -177,15 +182,48 @@ def keep_page_query(page: str, query: dict[str, str], trust_prefix: str | None =
     held = st.session_state.get(_HELD + page)
     if held == "pending":  # the state the page was just restored to
         st.session_state[_HELD + page] = dict(query)
-    elif held != query:
+        # The URL holds the page's whole state at all times, so a reload or a copied link brings
+        # it back: also after the sidebar's navigation (a bare address) or a partial link.
+        if st.query_params.to_dict() != query:
+            if st.session_state.get(_CAME_FROM + page):
+                _address_after_navigation(query)
+            else:
+                st.query_params.from_dict(query)
+        return
+    if held != query:
         st.session_state[_HELD + page] = None
         st.session_state[_ARRIVED_AT + page] = None
-    # The URL holds the page's whole state at all times, so a reload or a copied link brings it
-    # back: also after the sidebar's navigation (a bare address) or a partial link. The price is
-    # one browser history entry more there (the bare address): Back from it shows the same state
-    # (rewritten in place, not added), a second Back leaves the page.
     if st.query_params.to_dict() != query:
         st.query_params.from_dict(query)
+
+
+_REPLACE_ADDRESS = """<script>(() => {
+  const path = %s, query = %s;
+  let tries = 0;
+  const write = () => {
+    if (location.pathname === path) {
+      if (location.search !== query) history.replaceState(history.state, "", path + query);
+    } else if (++tries < 200) setTimeout(write, 50);
+  };
+  write();
+})();</script>"""
+
+
+def _address_after_navigation(query: dict[str, str]) -> None:
+    """Put ``query`` into the address of a page the sidebar has just opened, in place.
+
+    Streamlit's own write (st.query_params) would be filed under the previous page's path: the
+    browser moves to the new path only once the run has finished, and that write comes during
+    the run; a second history entry with the previous page's path and this page's state would
+    follow. So the browser replaces the new page's bare address itself once it has moved there
+    (one history entry, as before), and the next run's st.query_params finds it already there."""
+    # The page's own address as the browser asked for it (the run's context), not yet its location.
+    path = urlparse(st.context.url or "").path or "/"
+    search = "?" + urlencode(query) if query else ""
+    def js(value: str) -> str:  # a JS string literal that cannot end the script element
+        return json.dumps(value).replace("</", "<\\/")
+
+    st.html(_REPLACE_ADDRESS % (js(path), js(search)), unsafe_allow_javascript=True, width="content")
 
 
 def ignored_parameter(name: str, value: str, expected: str) -> str:
