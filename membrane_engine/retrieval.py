@@ -46,7 +46,8 @@ from .selector import (
     recency_signal,
 )
 from .storage.store import Store
-from .trust import VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, gate_as_read, verdicts
+from .trust import (VERDICT_CODES, Decision, TrustContext, Verdict, as_trust, decide, gate_as_read, verdict_as_read,
+                    verdicts)
 
 MAX_LIMIT = 10_000  # the largest limit a request may ask for, and what limit 0 ("no limit") returns at most
 FULL = VERDICT_CODES[Verdict.FULL]
@@ -107,15 +108,11 @@ class Simulation:
     total_matching: int = 0  # records that passed gating and the salience filter, before the limit
     withheld: int = 0  # of those, records an operator's clearance keeps out of the list (clearance.simulate)
 
-    @property
-    def revised(self) -> dict[str, int]:
-        """How many of the records returned are retracted and how many superseded
-        (``revision_flag``): a retract leaves a record in the store at salience 0, so with
-        min_salience 0 it still reaches the agent, in full (as Membrane). Counted over
-        ``response.records`` as returned (a redacted view, which withholds what says so, is
-        counted as neither)."""
-        flags = [revision_flag(r) for r in self.response.records]
-        return {"retracted": flags.count("retracted"), "superseded": flags.count("superseded")}
+    # Of the records that pass gating and the salience filter (before the limit), how many this
+    # context gets in full although retracted or superseded (``revision_flag``): a retract
+    # leaves a record in the store at salience 0, so with min_salience 0 it still reaches an
+    # agent, in full (as Membrane). Only counted when ``counts`` is asked.
+    revised: dict[str, int] = field(default_factory=lambda: {"retracted": 0, "superseded": 0})
 
 
 RESTORED_VERSION_MARK = "restored the version of "  # history.RESTORED_VERSION (history imports this module's kin)
@@ -289,7 +286,43 @@ def run(store: Store, cache: ColumnCache, req: RetrieveRequest, threshold: float
     if selection is not None:  # scores stay as the snapshot computed them: numbers, not content
         selection.selected = [read[rid] for rid in selected_ids if rid in read]
         selection.signals = [sig for sig in selection.signals if sig.record_id in read]
-    return Simulation(RetrieveResponse(records=records, selection=selection), layer_counts, int(len(keep)))
+    revised = _revised(store, snap, keep[(s <= 0.0) & (v == FULL)], trust, within) if counts else None
+    return Simulation(RetrieveResponse(records=records, selection=selection), layer_counts, int(len(keep)),
+                      **({"revised": revised} if revised is not None else {}))
+
+
+def _revised(store: Store, snap: Snapshot, rows: np.ndarray, trust: TrustContext,
+             within: TrustContext | None) -> dict[str, int]:
+    """Retracted and superseded records among ``rows`` (records the context gets in full at
+    salience 0, where a retract anchors them), as read; with ``within``, only those it sees in
+    full (a revision is content). Narrowed in SQL first (a semantic record's status column; the
+    audit entries of the others), so only those are read."""
+    from sqlalchemy import and_, or_, select
+
+    from .audit import is_retract
+    from .storage.store import audit_entries, records as records_table
+
+    out = {"retracted": 0, "superseded": 0}
+    if within is not None and len(rows):
+        rows = rows[verdicts(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names,
+                             as_trust(within, "clearance")) == FULL]
+    ids = [str(x) for x in snap.ids[rows]]
+    marked = select(audit_entries.c.record_id).where(or_(is_retract(), and_(
+        audit_entries.c.action == "revise", audit_entries.c.rationale.like(SUPERSEDED_MARK + "%"))))
+    flagged: list[str] = []
+    with store.read() as conn:
+        for start in range(0, len(ids), 900):
+            chunk = ids[start:start + 900]
+            flagged += conn.execute(select(records_table.c.id).where(records_table.c.id.in_(chunk), or_(
+                records_table.c.status == "retracted",
+                and_(records_table.c.type != "semantic", records_table.c.id.in_(marked))))).scalars()
+    for record in read_gated(store, flagged, dict.fromkeys(flagged, 0.0), trust).values():
+        if within is not None and verdict_as_read(record.sensitivity, record.scope, within) is not Verdict.FULL:
+            continue
+        flag = revision_flag(record)
+        if flag is not None:
+            out[flag] += 1
+    return out
 
 
 HYBRID_RANK_WEIGHT = 0.7  # Membrane's rankByVector: 0.7 * rank score + 0.3 * salience
