@@ -245,18 +245,48 @@ def test_reviews_supersede_template_is_a_logged_read(store):
 # ----------------------------------------------------------------------------- the explorer's time control
 
 
-def test_the_time_control_shows_no_decay_of_a_redacted_record(tmp_path, monkeypatch):
-    """A redacted record's salience at another instant would tell its decay profile, which the
-    redacted view withholds: the table leaves it out, the dialog shows it as it is now."""
-    url = f"sqlite:///{tmp_path / 'fade.db'}"
+def fading_store(url: str) -> float:
+    """A store of one record, medium in alpha (redacted for low/[alpha]), made an hour ago with a
+    half-life of a day; its salience now."""
     fading = cs.copy_records([BY_ID[REDACTED]])[0]
     fading["lifecycle"]["decay"]["half_life_seconds"] = 86400
     fading["relations"] = []  # its target is not in this store
     fading["created_at"] = fading["updated_at"] = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
     m = Membrane.open(url, load_sample=False)
-    m.import_records([fading])
-    now_salience = m.get(REDACTED).salience
-    m.close()
+    try:
+        m.import_records([fading])
+        m.operators.add(LOW_VIEWER.name, LOW_VIEWER.role, LOW_VIEWER.max_sensitivity, list(LOW_VIEWER.scopes),
+                        actor="test")
+        return m.get(REDACTED).salience
+    finally:
+        m.close()
+
+
+def test_the_explorers_search_matches_a_redacted_record_by_its_salience_now(tmp_path):
+    """Filtering or sorting by the salience at another instant would tell a redacted record's
+    decay just as showing it would."""
+    from membrane_engine import Filters
+    from membrane_engine.explorer import search
+
+    url = f"sqlite:///{tmp_path / 'fade.db'}"
+    now_salience = fading_store(url)
+    m = fresh(url)
+    try:
+        view = m.as_operator(LOW_VIEWER.name, via="page:records")
+        later = datetime.now(UTC) + timedelta(days=30)
+        assert view.search(Filters(salience_max=0.5), as_of=later) == (0, [])
+        total, (record,) = view.search(Filters(salience_min=0.5), as_of=later)
+        assert record.redacted and record.salience == pytest.approx(now_salience, abs=1e-3)
+        assert search(m, Filters(salience_max=0.5), as_of=later)[0] == 1  # unrestricted: it has decayed by then
+    finally:
+        m.close()
+
+
+def test_the_time_control_shows_no_decay_of_a_redacted_record(tmp_path, monkeypatch):
+    """A redacted record's salience at another instant would tell its decay profile, which the
+    redacted view withholds: the table leaves it out, the dialog shows it as it is now."""
+    url = f"sqlite:///{tmp_path / 'fade.db'}"
+    now_salience = fading_store(url)
     monkeypatch.setenv("MEMBRANE_DB_URL", url)
     st.cache_resource.clear()
     st.cache_data.clear()
