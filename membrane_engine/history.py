@@ -13,6 +13,16 @@ does not hold: it is solved from that entry's "before" value, anchored at the re
 (exact for exponential decay, which forgets when it started; for linear and custom profiles
 exact when the record was anchored at its creation, as every record this engine creates is), and
 never above ``max(1, before)``.
+
+Where the trail cannot tell, the past salience is unknown (``unknown_at``), never drawn flat: an
+imported history (Membrane's own entries carry no before/after values) may reinforce, penalize,
+retract or pin without saying from what to what, and a record imported with an anchor after its
+creation says nothing of its salience before that anchor. From such an entry (or from the
+creation) the value is unknown until the next entry with values, the record's stored anchor, or
+the entry by which this engine took the record in (its last ``create``), whichever comes first.
+
+Entries before that last ``create`` came with the record (from an import's file, or a new
+record's own entries): this engine did not write them, and ``Version.claimed`` says so.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ class Version:
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # field -> (before, after)
     kind: str = ""  # what the change was, in words (``kind_of``)
     withheld: bool = False  # through a clearance: its labels then were beyond it (content withheld)
+    claimed: bool = False  # came with the record (an import's file): claimed by it, not written by this engine
 
     @property
     def is_retract(self) -> bool:
@@ -94,11 +105,110 @@ def _changes(details: dict[str, Any] | None) -> dict[str, tuple[Any, Any]]:
             if isinstance(v, dict) and set(v) == {"before", "after"}}
 
 
+def taken_in(rows: list[AuditRow]) -> AuditRow | None:
+    """The entry by which this engine took the record in: its last ``create`` (an import's own
+    entry after the history the file brought, or a new record's after its own entries). None
+    for a trail without one."""
+    creates = [r for r in rows if AuditAction(r.entry.action) == AuditAction.CREATE]
+    return max(creates, key=lambda r: r.position) if creates else None
+
+
 def versions(rows: list[AuditRow]) -> list[Version]:
-    """The record's changes, oldest first."""
+    """The record's changes, oldest first; those before the engine's ``create`` are ``claimed``."""
+    taken = taken_in(rows)
+    since = taken.position if taken is not None else -1
     return [Version(r.position, r.entry.timestamp, r.entry.action, r.entry.actor, r.entry.rationale,
-                    _changes(r.details), kind_of(r.entry.action, r.entry.rationale, r.details))
+                    _changes(r.details), kind_of(r.entry.action, r.entry.rationale, r.details),
+                    claimed=r.position < since)
             for r in sorted(rows, key=lambda r: r.position)]
+
+
+IMPORTED_MARK = "imported"  # how an import's own create entry's rationale starts (imports.prepare)
+
+
+def claimed_by(store: Any, rows: list[AuditRow]) -> dict[int, str]:
+    """For each of ``rows`` (audit rows of any records, e.g. a page of the audit log) that came
+    with its record rather than being written by this engine (``Version.claimed``), its ``seq``
+    and who claims it: "the import" (the record was imported) or "its creator" (a new record's
+    own entries). One look-up of the records' ``create`` entries per 900 records."""
+    from sqlalchemy import select
+
+    from .storage.store import audit_entries
+
+    ids = list(dict.fromkeys(r.record_id for r in rows))
+    taken: dict[str, tuple[int, str]] = {}  # record id -> (position, rationale) of its last create
+    with store.read() as conn:
+        for start in range(0, len(ids), 900):
+            q = (select(audit_entries.c.record_id, audit_entries.c.position, audit_entries.c.rationale)
+                 .where(audit_entries.c.record_id.in_(ids[start:start + 900]),
+                        audit_entries.c.action == AuditAction.CREATE.value))
+            for rid, position, rationale in conn.execute(q):
+                if rid not in taken or position > taken[rid][0]:
+                    taken[rid] = (int(position), rationale or "")
+    out = {}
+    for r in rows:
+        position, rationale = taken.get(r.record_id, (-1, ""))
+        if r.position < position:
+            out[r.seq] = "the import" if rationale.startswith(IMPORTED_MARK) else "its creator"
+    return out
+
+
+# The changes that re-anchor salience: an entry of one of these kinds without before/after
+# values (an imported one) leaves the salience after it unknown.
+RE_ANCHOR_KINDS = frozenset({"reinforce", "penalize", "retract", "pin", "unpin", "restore version"})
+ANCHOR_SLACK = 1.0  # seconds: an anchor this close to the creation is the creation's
+
+
+def unknown_spans(record: MemoryRecord, anchor: tuple[float, float], rows: list[AuditRow]) -> list[tuple[float, float]]:
+    """The intervals [start, end) (epoch seconds) over which the trail cannot tell the record's
+    salience (see the module's text), oldest first; ``end`` may be infinite."""
+    ordered = sorted(rows, key=lambda r: r.position)
+    created = to_epoch(record.created_at)
+    taken = taken_in(ordered)
+    taken_at = to_epoch(taken.entry.timestamp) if taken is not None else created
+    a = float(anchor[1])
+    events: list[tuple[float, bool]] = []  # (time, whether the salience after it is known)
+    for r in ordered:
+        if "salience" in _changes(r.details):
+            events.append((to_epoch(r.entry.timestamp), True))
+        elif kind_of(r.entry.action, r.entry.rationale, r.details) in RE_ANCHOR_KINDS:
+            events.append((to_epoch(r.entry.timestamp), False))
+    spans: list[tuple[float, float]] = []
+    if not events:
+        # Only the stored anchor: what came before it, if it is after the creation, is untold.
+        if a > created + ANCHOR_SLACK:
+            spans.append((created, min(a, taken_at) if taken_at > created else a))
+    else:
+        since = created if not events[0][1] else None  # a first entry with values solves the start
+        for at, known in events:
+            if known:
+                if since is not None:  # told again here, or from the import on (the engine's own anchor)
+                    spans.append((since, min(at, taken_at) if taken_at > since else at))
+                    since = None
+            elif since is None:
+                since = at
+        if since is not None:  # the last re-anchoring entry told no values
+            ends = [t for t in (taken_at, a) if t >= since and t > created]
+            spans.append((since, min(ends) if ends else np.inf))
+    out = []
+    for lo, hi in spans:
+        lo = max(lo, created)
+        if hi > lo:
+            out.append((lo, hi))
+    return out
+
+
+def unknown_at(record: MemoryRecord, anchor: tuple[float, float], rows: list[AuditRow],
+               times: list[datetime]) -> list[bool]:
+    """Whether the record's salience at each of ``times`` is unknown (``unknown_spans``)."""
+    spans = unknown_spans(record, anchor, rows)
+    if not spans:
+        return [False] * len(times)
+    t = np.array([to_epoch(x) for x in times], dtype=float)
+    flags = np.zeros(len(t), dtype=bool)
+    for lo, hi in spans:
+        flags |= (t >= lo) & (t < hi)
+    return flags.tolist()
 
 
 def segments(record: MemoryRecord, anchor: tuple[float, float], rows: list[AuditRow]) -> list[Segment]:
@@ -154,8 +264,16 @@ def _unpinned(record: MemoryRecord) -> MemoryRecord:
 
 def salience_history(record: MemoryRecord, anchor: tuple[float, float], rows: list[AuditRow],
                      times: list[datetime]) -> list[float | None]:
-    """S(t) at each of ``times`` as the record really was then; None before it existed and while
-    it sat in the archive."""
+    """S(t) at each of ``times`` as the record really was then; None before it existed, while it
+    sat in the archive and where its trail cannot tell (``unknown_at`` says which)."""
+    values = _salience_values(record, anchor, rows, times)
+    unknown = unknown_at(record, anchor, rows, times)
+    return [None if u else v for v, u in zip(values, unknown)]
+
+
+def _salience_values(record: MemoryRecord, anchor: tuple[float, float], rows: list[AuditRow],
+                     times: list[datetime]) -> list[float | None]:
+    """S(t) from the segments' anchors alone (None before the creation and while archived)."""
     segs = segments(record, anchor, rows)
     starts = np.array([s.start for s in segs])
     t = np.array([to_epoch(x) for x in times], dtype=float)
@@ -176,8 +294,10 @@ def salience_history(record: MemoryRecord, anchor: tuple[float, float], rows: li
 def record_at(record: MemoryRecord, anchor: tuple[float, float], rows: list[AuditRow], when: datetime
               ) -> MemoryRecord | None:
     """The record as it was at ``when``: every change after it undone, salience S(when). None
-    when it did not exist yet or sat in the archive then."""
-    value = salience_history(record, anchor, rows, [when])[0]
+    when it did not exist yet or sat in the archive then. Where the trail cannot tell its
+    salience then (``unknown_at``) the salience is the one its anchors give, which a caller
+    must not present as known."""
+    value = _salience_values(record, anchor, rows, [when])[0]
     if value is None:
         return None
     past = record.model_copy(deep=True)

@@ -91,6 +91,44 @@ def index_of_location(location: str) -> int:
         return -1
 
 
+MAX_EXISTING_LISTED = 50  # ids already in the store named by a preview; the rest are counted
+
+
+@dataclass
+class FilePreview:
+    """What an import of a file would meet, read one record at a time (``preview_file``)."""
+    count: int  # items in the file
+    # Per item, in file order: its id, type, sensitivity and scope as the file gives them ({} for
+    # an item that is not a JSON object): what ``exposure.import_exposures`` gates, and what
+    # names a refused item.
+    briefs: list[dict[str, Any]]
+    existing: list[str]  # ids of the file already in the store (live or archived), the first MAX_EXISTING_LISTED
+    existing_count: int  # all of them: any makes the import refused (``AlreadyExistsError``), nothing replaced
+
+
+BRIEF_FIELDS = ("id", "type", "sensitivity", "scope")
+
+
+def preview_file(store: Any, path: Any) -> FilePreview:
+    """A file's records read as ``import_file`` reads them (``json_items.FileItems``: memory
+    bounded by a record, not the file), with the ids the store already holds. Raises the
+    reader's ValidationError where the file stops being JSON; the records themselves are
+    validated by the import."""
+    from .storage.json_items import FileItems
+
+    path = read_file_checks(path)
+    briefs: list[dict[str, Any]] = []
+    for value, _text, _checked in FileItems(path):
+        briefs.append({k: value.get(k) for k in BRIEF_FIELDS if k in value} if isinstance(value, dict) else {})
+    ids = [b["id"] for b in briefs if isinstance(b.get("id"), str) and b["id"]]
+    found: set[str] = set()
+    if ids:
+        with store.read() as conn:
+            found = store.existing_ids(conn, ids)  # as ImportWriter checks them: the archive too
+    listed = [i for i in dict.fromkeys(ids) if i in found][:MAX_EXISTING_LISTED]
+    return FilePreview(len(briefs), briefs, listed, len(found))
+
+
 @dataclass
 class PreparedImport:
     """An import validated and turned into rows before the store is asked anything (what
@@ -189,6 +227,15 @@ def _problems_of(item: Any, checked: bool, text: str | bytes | None) -> list[tup
     return problems
 
 
+def _future_entries(record: MemoryRecord, now: datetime) -> list[tuple[int, str]]:
+    """(index, timestamp) of the record's audit entries dated after ``now``, the import's instant.
+    Refused rather than clamped: a clamped entry would still claim a time the file never gave,
+    and the entries are hash-chained as the file gave them. Stored, one dated 2099 would head
+    the store's audit log (newest first) for as long as the store lives."""
+    limit = to_epoch(now)
+    return [(k, format_time(e.timestamp)) for k, e in enumerate(record.audit_log) if to_epoch(e.timestamp) > limit]
+
+
 def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[int, int], None] | None,
              first_index: int, json_checked: Sequence[bool], texts: Sequence[str | bytes | None],
              keep: int) -> tuple[PreparedImport, list[MemoryRecord]]:
@@ -216,6 +263,13 @@ def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[in
             continue
         if record.id in seen:
             problem(index, "id", f"duplicate id {record.id!r} (also record {seen[record.id]})")
+            continue
+        late = _future_entries(record, now)
+        if late:
+            for k, stamp in late:
+                problem(index, f"audit_log.{k}.timestamp",
+                        f"record {record.id!r}: audit entry {k} is dated {stamp}, after this import "
+                        f"({format_time(now)}); an imported history cannot come from the future")
             continue
         seen[record.id] = index
         records.append(record)
