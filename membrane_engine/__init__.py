@@ -33,7 +33,7 @@ from .policies import Offender, Outcome, Policy, PolicyError, Report, load_polic
 from .policy_snapshots import AccessChange
 from .policy_snapshots import diff as diff_policy_snapshots
 from .policy_snapshots import read as read_policy_snapshot
-from .retrieval import MAX_LIMIT, records_returned
+from .retrieval import MAX_LIMIT, confidence_terms, records_returned
 from .retrieval import revision_flag, revision_reason  # group M2: pure, read the record given
 from .clearance import ACCESS_LOG_LEVEL_ENV, access_log_level  # group M2: the environment's level, no store
 from .salience import columns_of, salience_at, time_below  # group M2: curves of in-memory profiles, no store
@@ -56,7 +56,7 @@ __all__ = [
     "AuditAction", "RevisionStatus", "CANONICAL_LAYER_ORDER", "TYPE_NAMES", "format_time", "parse_time", "to_epoch",
     "validate_record", "decide", "narrowest", "stricter", "kind_of", "label", "Filters", "SORTS", "NO_STATUS",
     "Exposures", "import_exposures", "plan_exposures", "DEFAULT_ROOT_LIMIT", "DEFAULT_NODE_LIMIT",
-    "DEFAULT_EDGE_LIMIT", "BUCKETS", "MAX_LIMIT", "records_returned", "revision_flag", "revision_reason",
+    "DEFAULT_EDGE_LIMIT", "BUCKETS", "MAX_LIMIT", "records_returned", "confidence_terms", "revision_flag", "revision_reason",
     "ACCESS_LOG_LEVEL_ENV", "access_log_level", "columns_of", "salience_at", "time_below", "PRUNE_THRESHOLD", "sample_store_path",
     "default_url", "Policy", "PolicyError", "Report", "Outcome", "Offender", "load_policy", "parse_policy",
     "AccessChange", "diff_policy_snapshots", "read_policy_snapshot", "covers",

@@ -167,7 +167,7 @@ def simulate(membrane: "Membrane", request: RetrieveRequest, clearance: TrustCon
         })
     response = narrowed.response.model_copy(update={"selection": selection})
     return Simulation(response, asked.counts, asked.total_matching,
-                      withheld=asked.total_matching - narrowed.total_matching)
+                      withheld=asked.total_matching - narrowed.total_matching, revised=asked.revised)
 
 
 def explain(membrane: "Membrane", record_id: str, trust: TrustContext, clearance: TrustContext,
@@ -275,11 +275,11 @@ def audit_action_counts(membrane: "Membrane", clearance: TrustContext, until: da
         return {str(action): int(n) for action, n in conn.execute(q)}
 
 
-def audit_conditions(conn, clearance: TrustContext) -> list[Any]:
-    """SQL conditions limiting audit entries to those of records ``clearance`` sees (none for a
-    clearance that sees everything): for counts and charts of the log."""
+def audit_conditions(conn, clearance: TrustContext, full_only: bool = False) -> list[Any]:
+    """SQL conditions limiting audit entries to those of records ``clearance`` sees (with
+    ``full_only``, in full; none for a clearance that sees everything): for counts and charts."""
     clearance = as_trust(clearance, "clearance")
-    return [] if sees_everything(clearance) else [_audit_visibility(conn, clearance)]
+    return [] if sees_everything(clearance) else [_audit_visibility(conn, clearance, full_only)]
 
 
 def audit_rows(membrane: "Membrane", record_id: str, clearance: TrustContext) -> list[AuditRow]:

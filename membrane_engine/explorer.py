@@ -9,18 +9,22 @@ is read and parsed. Tag counts are numpy over the same codes.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, case, null, or_, select
 
 from .storage.columns import TYPE_CODES, with_tags
 from .storage.columns import tag_counts as column_tag_counts
 from .errors import ValidationError
+from .labels import contains_any_case, label_candidates, label_contains, spans_values
 from .salience import salience_at, take
-from .schema import MemoryRecord, RevisionStatus, Sensitivity, as_utc, to_epoch
+from .schema import (MAX_OFFSET, MAX_SEARCH_TEXT_LENGTH, MemoryRecord, RevisionStatus, Sensitivity,
+                     check_id, check_instant, check_string, check_strings, check_whole, to_epoch)
 from .storage.store import like_contains, records
 from .trust import TrustContext, as_trust, verdicts
 
@@ -32,7 +36,8 @@ MAX_PAGE = 1000
 @dataclass
 class Filters:
     """Empty fields match everything. ``tags`` must all be present on a record; ``text`` is a
-    case-insensitive substring of the id, a tag or anything in the record's JSON."""
+    case-insensitive substring of the id, a tag, anything in the record's JSON or its label
+    (``labels.label``: what the pages name it by, e.g. "subject predicate object")."""
 
     types: list[str] = field(default_factory=list)
     sensitivities: list[str] = field(default_factory=list)
@@ -48,7 +53,30 @@ class Filters:
         return bool(self.statuses or self.text.strip())
 
 
+def _check_filters(filters: Any) -> Filters:
+    """The filters' fields, each of its type (a dataclass does not check them), named
+    ``filters.<field>`` in the refusal."""
+    if not isinstance(filters, Filters):
+        raise ValidationError(f"filters must be an explorer.Filters (got {filters!r:.80})", [("filters", "not Filters")])
+    lists = {name: check_strings(getattr(filters, name), f"filters.{name}")
+             for name in ("types", "sensitivities", "scopes", "tags", "statuses")}
+    ids = check_strings(filters.ids, "filters.ids")
+    text = check_string(filters.text, "filters.text", MAX_SEARCH_TEXT_LENGTH)
+    bounds = {}
+    for name in ("salience_min", "salience_max"):
+        value = getattr(filters, name)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise ValidationError(f"filters.{name} must be a finite number or None (got {value!r:.80})",
+                                      [(f"filters.{name}", "not a finite number")])
+            value = float(value)
+        bounds[name] = value
+    return Filters(**lists, ids=ids, text=text, **bounds)
+
+
 def _check(filters: Filters, sort: str, offset: int, limit: int) -> None:
+    check_whole(offset, "offset", 0, MAX_OFFSET)
+    check_whole(limit, "limit", 0, MAX_PAGE)
     problems = []
     for t in filters.types:
         if t not in TYPE_CODES:
@@ -61,10 +89,8 @@ def _check(filters: Filters, sort: str, offset: int, limit: int) -> None:
     for s in filters.statuses:
         if s not in statuses:
             problems.append(("statuses", f"unknown revision status {s!r}"))
-    if sort not in SORTS:
-        problems.append(("sort", f"unknown sort {sort!r}"))
-    if offset < 0 or not 0 <= limit <= MAX_PAGE:
-        problems.append(("limit", f"offset must be >= 0 and limit 0..{MAX_PAGE}"))
+    if not isinstance(sort, str) or sort not in SORTS:
+        problems.append(("sort", f"unknown sort {sort!r:.80} (one of {', '.join(SORTS)})"))
     if problems:
         raise ValidationError("; ".join(f"{f}: {m}" for f, m in problems), problems)
 
@@ -78,17 +104,24 @@ def _sql_ids(membrane: Any, filters: Filters, clearance: TrustContext | None = N
             either.append(records.c.status.is_(None))
         conditions.append(or_(*either))
     text = filters.text.strip()
+    by_label = None
     if text:
         pattern = like_contains(text)
-        in_doc = records.c.doc.ilike(pattern, escape="\\")
+        sqlite = membrane.store.is_sqlite
+        in_doc = contains_any_case(records.c.doc, text, sqlite)
+        # The label a page shows ("subject predicate object") may join values no substring of
+        # the JSON holds: its candidates are read and labelled (labels.label_candidates).
+        by_label = label_candidates(records.c.doc, text, sqlite) if spans_values(text) else None
         if clearance is not None:
             # Content is searched only where the clearance sees it: a redacted record is found
             # by its id and tags (what its redacted view shows), never by what it withholds.
             from .clearance import visible_condition
 
             in_doc = and_(in_doc, visible_condition(clearance, full_only=True))
-        conditions.append(or_(records.c.id.ilike(pattern, escape="\\"), records.c.tags.ilike(pattern, escape="\\"),
-                              in_doc))
+            if by_label is not None:
+                by_label = and_(by_label, visible_condition(clearance, full_only=True))
+        direct = or_(records.c.id.ilike(pattern, escape="\\"), records.c.tags.ilike(pattern, escape="\\"), in_doc)
+        conditions.append(direct if by_label is None else or_(direct, by_label))
     # Narrow by the indexed columns too, so the LIKE scans only candidate rows.
     if filters.types:
         conditions.append(records.c.type.in_(filters.types))
@@ -97,7 +130,11 @@ def _sql_ids(membrane: Any, filters: Filters, clearance: TrustContext | None = N
     if filters.scopes:
         conditions.append(records.c.scope.in_(filters.scopes))
     with membrane.store.read() as conn:
-        return set(conn.execute(select(records.c.id).where(*conditions)).scalars())
+        if by_label is None:
+            return set(conn.execute(select(records.c.id).where(*conditions)).scalars())
+        # The document only of the rows found by their words alone, to label them.
+        rows = conn.execute(select(records.c.id, case((direct, null()), else_=records.c.doc)).where(*conditions))
+        return {rid for rid, doc in rows if doc is None or label_contains(doc, text)}
 
 
 def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit: int = 50,
@@ -109,10 +146,11 @@ def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit
     ``clearance`` (SPEC 10), records it does not see are left out before anything is matched,
     counted or paged, the text search reads only the content it sees, and records it sees
     redacted come as their redacted view."""
-    filters = filters or Filters()
+    filters = _check_filters(Filters() if filters is None else filters)
     _check(filters, sort, offset, limit)
+    offset, limit = int(offset), int(limit)
     clearance = as_trust(clearance, "clearance") if clearance is not None else None
-    when = as_utc(as_of) if as_of is not None else membrane.now()
+    when = check_instant(as_of) if as_of is not None else membrane.now()
     snap = membrane.columns.current()
     mask = snap.alive.copy()
     if clearance is not None:
@@ -138,6 +176,13 @@ def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit
         mask &= sql_mask
     rows = np.nonzero(mask)[0]
     s = salience_at(take(snap.decay, rows), to_epoch(when)) if len(rows) else np.empty(0)
+    if clearance is not None and as_of is not None and len(rows):
+        # A redacted record's salience at another instant would tell its decay profile, which its
+        # redacted view withholds: it is matched, sorted and returned by its salience now.
+        redacted = verdicts(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names, clearance) == 1
+        if redacted.any():
+            s = np.array(s, dtype=float)
+            s[redacted] = salience_at(take(snap.decay, rows[redacted]), to_epoch(membrane.now()))
     keep = np.ones(len(rows), dtype=bool)
     if filters.salience_min is not None:
         keep &= s >= filters.salience_min
@@ -202,11 +247,16 @@ def existing(membrane: Any, ids: list[str]) -> set[str]:
     return {i for i in ids if i in snap.row_of and snap.alive[snap.row_of[i]]}
 
 
+MAX_REFERENCING = 100_000  # incoming links one call lists
+
+
 def referencing(membrane: Any, record_id: str, limit: int = 200,
                 clearance: TrustContext | None = None) -> list[str]:
     """Ids of records with a relation pointing at ``record_id`` (incoming links), by id. Found
     with LIKE on the stored JSON, then confirmed on the matching documents' relations. With
     ``clearance``, only records it sees in full (a relation is content a redacted view withholds)."""
+    record_id = check_id(record_id)
+    limit = check_whole(limit, "limit", 1, MAX_REFERENCING)
     needle = '"target_id":' + json.dumps(record_id, ensure_ascii=False)
     q = (select(records.c.id, records.c.doc)
          .where(records.c.doc.like(like_contains(needle), escape="\\"))

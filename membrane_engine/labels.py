@@ -14,15 +14,19 @@ returns"), so a record relabelled in between is named as its new labels allow.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
-from .schema import MemoryRecord
+import orjson
+
+from .schema import MemoryRecord, check_ids, check_whole
 from .trust import TrustContext, Verdict, verdict_as_read
 
 if TYPE_CHECKING:  # pragma: no cover
     from .membrane import Membrane
 
 LIMIT = 80
+MAX_LABEL = 10_000  # characters of one label
 
 
 def _text(value: Any) -> str:
@@ -91,6 +95,8 @@ def labels(membrane: "Membrane", ids: list[str], clearance: TrustContext, limit:
     """Labels of the live records of ``ids`` that ``clearance`` sees: what a fully visible one
     says, "redacted <type> record" for a redacted one. Records it does not see, and ids not in
     the store, are absent, so the caller cannot tell the two apart."""
+    ids = check_ids(ids)
+    limit = check_whole(limit, "limit", 1, MAX_LABEL)
     out: dict[str, str] = {}
     if not ids:
         return out
@@ -104,3 +110,69 @@ def labels(membrane: "Membrane", ids: list[str], clearance: TrustContext, limit:
         elif verdict is Verdict.REDACTED:
             out[rid] = redacted_label(str(doc.get("type", "record")))
     return out
+
+
+# --------------------------------------------------------------------------- finding records by label
+# A page shows a record by its label, so the text a search is given may be any part of one:
+# "alice works_at ac" spans the subject, predicate and object of a semantic record, which no
+# substring of its stored JSON holds. Finding it without reading every document: each word of
+# the text (split where a label joins payload values: spaces, ": ", "; ", ", ", parentheses)
+# lies within one payload value, so the documents holding every word (SQL LIKE, the same scan
+# the JSON search already costs) are the only candidates, and only they are labelled here.
+
+_JOINS = re.compile(r"[\s:;,()]+")
+NO_CUT = 1 << 62
+
+
+def _squeezed(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def label_words(text: str) -> list[str]:
+    """The pieces of ``text`` that each lie within one payload value when ``text`` is part of a label."""
+    return [w for w in _JOINS.split(text) if w]
+
+
+def spans_values(text: str) -> bool:
+    """Whether ``text`` may be found in a label but not, as it is, in the stored JSON (it joins
+    values, or a character of it is written escaped in the JSON)."""
+    words = label_words(text)
+    return words != [_squeezed(text)] or json.dumps(text)[1:-1] != text
+
+
+def contains_any_case(column: Any, text: str, sqlite: bool) -> Any:
+    """SQL: ``column`` contains ``text``, case-insensitive for ASCII. SQLite's LIKE already is
+    (ILIKE there wraps both sides in lower(), copying every document: 2.4 times the scan's cost)."""
+    from .storage.store import like_contains
+
+    pattern = like_contains(text)
+    return column.like(pattern, escape="\\") if sqlite else column.ilike(pattern, escape="\\")
+
+
+def label_candidates(doc_column: Any, text: str, sqlite: bool = False) -> Any:
+    """An SQL condition true for every record whose label may contain ``text`` (case-insensitive):
+    each word of it appears in the stored document, as written or JSON-escaped; None when the
+    text has no word. ``sqlite``: the store is SQLite (``contains_any_case``)."""
+    from sqlalchemy import and_, or_
+
+    words = label_words(text)
+    if not words:
+        return None
+    conditions = []
+    for word in dict.fromkeys(words):
+        forms = dict.fromkeys((word, json.dumps(word, ensure_ascii=False)[1:-1], json.dumps(word)[1:-1]))
+        conditions.append(or_(*(contains_any_case(doc_column, f, sqlite) for f in forms)))
+    return and_(*conditions)
+
+
+def label_contains(doc: dict[str, Any] | str | bytes, text: str) -> bool:
+    """Whether the label of a stored record's JSON (parsed, or its text) contains ``text``
+    (case-insensitive, runs of whitespace as one space), the whole label, not the cut one a
+    table shows."""
+    if isinstance(doc, (str, bytes)):
+        try:
+            doc = orjson.loads(doc)
+        except orjson.JSONDecodeError:  # e.g. a NaN inside a free-form field, which only json reads
+            doc = json.loads(doc)
+    needle = _squeezed(text).casefold()
+    return bool(needle) and needle in label_of_doc(doc, NO_CUT).casefold()

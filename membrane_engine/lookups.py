@@ -185,7 +185,9 @@ def audit_activity(membrane: "Membrane", bucket_seconds: float = 86400.0, actor:
     with membrane.store.read() as conn:
         newest = conn.execute(select(func.max(audit_entries.c.seq))).scalar() or 0
         if clearance is not None:
-            conditions = [*conditions, *audit_conditions(conn, clearance)]
+            # Counting by actor only over records seen in full, as audit_query filters: who wrote
+            # an entry is withheld on a record seen redacted (group M2).
+            conditions = [*conditions, *audit_conditions(conn, clearance, full_only=bool(actor))]
         counts = action_counts(conn, bucket, [*conditions, audit_entries.c.seq <= newest])
     return [(float(b) * bucket_seconds, a, n) for (b, a), n in sorted(counts.items())]
 

@@ -35,7 +35,7 @@ from .errors import AccessDeniedError, NilTrustError, NotFoundError, ValidationE
 from .graph import RetrieveGraphRequest, RetrieveGraphResponse, within
 from .operators import Operator, Role, permits
 from .retrieval import Explanation, RetrieveRequest, RetrieveResponse, Simulation
-from .schema import MemoryRecord, MemoryType, check_id, check_ids, check_instant, check_text, sensitivity_level
+from .schema import MemoryRecord, MemoryType, check_id, check_ids, check_instant, check_string, sensitivity_level
 from .trust import TrustContext, Verdict, as_trust, narrowest, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,7 +45,7 @@ MAX_VIA = 64
 
 
 def _check_via(via: Any) -> str:
-    via = check_text(via, "via", MAX_VIA)
+    via = check_string(via, "via", MAX_VIA)
     if not via.strip():
         raise ValidationError("via must name the page or command reading (got an empty string)", [("via", "empty")])
     return via.strip()
@@ -240,6 +240,7 @@ class OperatorView:
         over what it sees, the records beyond it the one total ``withheld``."""
         operator, clearance = self._reader()
         out = gate.simulate(self._m, request, clearance, counts)
+        out = self._selection_within(out, clearance)  # group M1
         selected = out.response.selection.selected if out.response.selection is not None else []
         self._looked(operator, [*out.response.records, *selected])
         return out
@@ -345,11 +346,12 @@ class OperatorView:
         self._verdict(record_id, clearance)
         return referencing(self._m, record_id, limit, clearance)
 
-    def labels(self, record_ids: list[str]) -> dict[str, str]:
-        """Display names of the live records the clearance sees (a redacted one by its type)."""
-        from .labels import labels
+    def labels(self, record_ids: list[str], limit: int | None = None) -> dict[str, str]:
+        """Display names of the live records the clearance sees (a redacted one by its type),
+        each at most ``limit`` characters (default ``labels.LIMIT``)."""
+        from .labels import LIMIT, labels
 
-        return labels(self._m, check_ids(record_ids, "record_ids"), self._reader()[1])
+        return labels(self._m, check_ids(record_ids, "record_ids"), self._reader()[1], LIMIT if limit is None else limit)
 
     def briefs(self, record_ids: list[str]) -> dict[str, Any]:
         """Scalar facts (``lookups.briefs``: pinned and deletion policy among them, which a
@@ -638,6 +640,42 @@ class OperatorView:
         self._reader()
         return sample_loaded_at(self._m)
 
+    def _selection_within(self, out: Simulation, clearance: TrustContext) -> Simulation:
+        """The selector's decision over the candidates the clearance sees (aggregates over what
+        it sees): the scores of the others are dropped, ids and all, and the confidence and
+        needs_more are ranked again over the rest by the engine's own rule (``selector.rank``).
+        Otherwise a candidate beyond the clearance showed as an id in ``scores`` and as a lead
+        in the confidence."""
+        from .selector import rank
+
+        selection = out.response.selection
+        if selection is None or gate.sees_everything(clearance):
+            return out
+        snap = self._m.columns.current()
+        ids = list(selection.scores)
+        rows = np.array([snap.row_of.get(rid, -1) for rid in ids], dtype=np.int64)
+        seen = np.zeros(len(ids), dtype=bool)
+        known = np.flatnonzero(rows >= 0)
+        if len(known):
+            r = rows[known]
+            seen[known] = snap.alive[r] & (verdicts(snap.sens_level[r], snap.scope_code[r], snap.scope_names,
+                                                    clearance) > 0)
+        if seen.all():
+            return out
+        kept = [rid for rid, ok in zip(ids, seen) if ok]
+        if not kept:  # as when the context has no candidate at all
+            return replace(out, response=out.response.model_copy(update={"selection": None}))
+        scores = np.array([selection.scores[rid] for rid in kept], dtype=float)
+        order, confidence, needs_more = rank(np.array(kept, dtype=object), scores, selection.threshold)
+        selection = selection.model_copy(update={
+            "scores": {kept[k]: float(scores[k]) for k in order}, "confidence": confidence, "needs_more": needs_more})
+        return replace(out, response=out.response.model_copy(update={"selection": selection}))
+
+    @property
+    def selector_threshold(self) -> float:
+        """The engine's needs_more threshold (SPEC 5), the default the selector inspector offers."""
+        return float(self._m.selector_threshold)
+
     # operators (admins) --------------------------------------------------------------------------
 
     def list_operators(self) -> list[Operator]:
@@ -658,6 +696,27 @@ class OperatorView:
     def remove_operator(self, name: str) -> None:
         operator = self._allowed("manage_operators")
         self._m.operators.remove(name, actor=operator.actor)
+
+    # group M2 (records, decay, audit, curate, review) ----------------------------------------------
+
+    def claimed(self, rows: list[Any]) -> dict[int, str]:
+        """``history.claimed_by`` for audit rows this view returned (``audit_query``,
+        ``audit_rows``): by ``seq``, who claims an entry that came with its record ("the import"
+        or "its creator") rather than being written by this engine. Only rows of records whose
+        entries the clearance sees are answered."""
+        from .audit import AuditRow
+        from .history import claimed_by
+
+        _, clearance = self._reader()
+        rows = [r for r in rows if isinstance(r, AuditRow)]
+        if not rows:
+            return {}
+        if not gate.sees_everything(clearance):
+            ids = list(dict.fromkeys(r.record_id for r in rows))
+            seen = {rid for rid, v in self._m.explain_many(ids, clearance).items() if v is not Verdict.HIDDEN}
+            archived = set(gate.archived_ids(self._m, clearance))
+            rows = [r for r in rows if r.record_id in seen or r.record_id in archived]
+        return claimed_by(self._m.store, rows) if rows else {}
 
 
 def _sensitivities() -> list[Any]:

@@ -1,4 +1,4 @@
-from console.components.words import ACTION_COLORS, plural
+from console.components.words import ACTION_COLORS, action_word, distinct_names, number, plural
 from membrane_engine.schema import AuditAction
 
 
@@ -11,7 +11,7 @@ def test_plural_agrees_with_the_count() -> None:
 
 
 def test_every_audit_action_has_one_colour_and_retract_its_own() -> None:
-    assert {a.value for a in AuditAction} <= set(ACTION_COLORS)
+    assert {action_word(a.value) for a in AuditAction} <= set(ACTION_COLORS)
     assert ACTION_COLORS["retract"] != ACTION_COLORS["delete"]
     assert len(set(ACTION_COLORS.values())) == len(ACTION_COLORS)
 
@@ -59,3 +59,15 @@ def test_a_preview_names_a_retract_and_a_change_that_changes_nothing(tmp_path) -
         assert what_changes(m.preview("reinforce", "s1", "operator:ann", "seen", gain=0.2).changes[0]) == "changed"
     finally:
         m.close()
+
+
+def test_one_name_per_action_a_penalize_is_never_called_decay() -> None:
+    assert action_word("decay") == "penalize" and action_word("retract") == "retract"
+    assert "decay" not in ACTION_COLORS and "penalize" in ACTION_COLORS
+
+
+def test_shared_names_get_a_short_id_and_missing_numbers_a_dash() -> None:
+    named = distinct_names({"3f9a2c-aaaa": "debug flaky test", "3f9a2c-bbbb": "debug flaky test", "x1": "other"})
+    assert named == {"3f9a2c-aaaa": "debug flaky test [3f9a2c-a…]", "3f9a2c-bbbb": "debug flaky test [3f9a2c-b…]",
+                     "x1": "other"}
+    assert number(None) == number(float("nan")) == "—" and number(0.12345, ".2f") == "0.12"

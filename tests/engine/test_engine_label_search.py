@@ -1,0 +1,67 @@
+"""The record search (explorer and picker) finding the label the pages show, "subject predicate
+object" and the others (membrane_engine.labels), on both databases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from membrane_engine import Membrane, TrustContext
+from membrane_engine.explorer import Filters, search
+from membrane_engine.labels import label
+from membrane_engine.lookups import search_records
+
+from engine_kit import T0, rec
+
+EVERYTHING = TrustContext(max_sensitivity="hyper", authenticated=True, actor_id="agent", scopes=[])
+LOW = TrustContext(max_sensitivity="low", authenticated=True, actor_id="agent", scopes=[])
+
+
+def fact(rid: str, subject: str, predicate: str, obj, sensitivity: str = "low") -> dict:
+    return rec(rid, "semantic", sensitivity=sensitivity,
+               payload={"kind": "semantic", "subject": subject, "predicate": predicate, "object": obj,
+                        "validity": {"mode": "global"}, "evidence": [{"source_type": "doc", "source_id": "d1"}]})
+
+
+@pytest.fixture
+def mem(store_url: str) -> Iterator[Membrane]:
+    m = Membrane.open(store_url, load_sample=False, clock=lambda: T0)
+    m.import_records([
+        fact("keep", "python", "version", "3.12"),
+        fact("gone", "python", "version", "3.10"),
+        fact("old", "postgres", "version", "15"),
+        fact("secret", "Vault Root", "rotates_every", {"days": 30, "owner": "ops"}, sensitivity="medium"),
+        rec("skill", "competence"),
+        rec("skill-2", "competence", payload={"kind": "competence", "skill_name": "rollback"}),
+    ])
+    m.retract("gone", "ops:ann", "wrong version")
+    m.supersede("old", fact("new", "postgres", "version", "16"), "ops:ann", "upgraded")
+    m.retract("skill", "ops:ann", "broken recipe")
+    yield m
+    m.close()
+
+
+@pytest.mark.parametrize("text", ["python version 3.12", "PYTHON VERSION 3.1", "on version 3.1", "thon  version"])
+def test_explorer_search_finds_the_displayed_label(mem: Membrane, text: str) -> None:
+    total, page = search(mem, Filters(text=text), as_of=T0)
+    assert "keep" in {r.id for r in page}
+    assert all(text.lower().split()[0] in label(r).lower() or text.lower() in label(r).lower() for r in page)
+
+
+def test_label_search_matches_only_labels_and_respects_the_clearance(mem: Membrane) -> None:
+    shown = label(mem.get("secret"))
+    assert shown == "Vault Root rotates_every days: 30; owner: ops"
+    assert {r.id for r in search(mem, Filters(text="root rotates_every days: 30"))[1]} == {"secret"}
+    # Words that all occur in the document but not in this order are no match.
+    assert search(mem, Filters(text="version python"))[0] == 0
+    # A clearance that sees the record redacted does not find it by what it says.
+    assert search(mem, Filters(text="root rotates_every"), clearance=LOW)[0] == 0
+    assert [f.id for f in search_records(mem, "root rotates_every", clearance=LOW)] == []
+
+
+def test_picker_search_finds_the_displayed_label(mem: Membrane) -> None:
+    assert [f.id for f in search_records(mem, "postgres version 1", clearance=EVERYTHING)] == ["new", "old"]
+    assert [f.id for f in search_records(mem, "Vault Root rotates", clearance=EVERYTHING)] == ["secret"]
+    assert [f.id for f in search_records(mem, "version", limit=2)] == ["gone", "keep"]
+    assert [f.id for f in search_records(mem, "skill")] == ["skill", "skill-2"]  # ids still match
