@@ -26,8 +26,6 @@ def minute_of(when: datetime) -> datetime:
 def store_key(view: OperatorView) -> tuple[str, int]:
     """The store and its change counter (``OperatorView.state``): any write gives the cached
     numbers a new key."""
-    if not isinstance(view, OperatorView):  # a page not yet on the view (review.py, group M2)
-        return view.url, view.columns.current().seq
     return view.state()
 
 
