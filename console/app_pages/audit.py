@@ -9,18 +9,14 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from console import state
-from console.components.clearance import clearance_caption, from_key, key_of, signed_in
+from console.components.clearance import clearance_caption, key_of, operator_view
 from console.components.audit_table import action_color, filtered_csv, frame, link_column, record_link, shown
 from console.components.chart_safety import plot_text, tidy
 from console.components.record_picker import ids_from_url
 from console.components.safe import clean, md
-from console.components.words import plural
-from membrane_engine import clearance as gate
+from console.components.words import action_word, plural
+from membrane_engine import ACCESS_LOG_LEVEL_ENV, AuditAction, access_log_level
 from membrane_engine.errors import MembraneError
-from membrane_engine.labels import labels
-from membrane_engine.lookups import audit_activity, audit_newest, audit_span
-from membrane_engine.schema import AuditAction
 
 UTC = timezone.utc
 ANY = "(any)"
@@ -31,34 +27,33 @@ WORDS = ["create", "reinforce", "penalize", "revise", "pin", "unpin", "restore v
          "delete", "restore"]
 VERIFY_KEY = "audit_verification"
 
-operator = signed_in()
+view = operator_view("audit")
+operator = view.operator
 clearance = operator.clearance
-m = state.membrane()
 
 
-# The log is append-only: what is computed over it holds while its newest entry is the same,
-# so the newest entry's number keys these caches (a write anywhere shows at the next run).
+# Every audit entry comes with a write to its record, so the store's change counter
+# (``view.state()``) keys these caches with the clearance (a write anywhere shows at the next run).
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def facets(_membrane, url: str, newest: int, cleared: tuple) -> tuple[list[str], tuple[float, float] | None]:
-    """Actors (for the filter, a GROUP BY over the entries of records the clearance sees in
-    full) and the log's time span."""
-    return gate.audit_actors(_membrane, from_key(cleared)), audit_span(_membrane)
+def facets(_view, store: tuple, cleared: tuple) -> list[str]:
+    """Actors for the filter: a GROUP BY over the entries of records the clearance sees in full
+    (who wrote an entry is withheld on a record seen redacted)."""
+    return _view.audit_actors()
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def entries(_membrane, url: str, newest: int, cleared: tuple, filters: tuple, limit: int, offset: int
-            ) -> tuple[int, list]:
-    """One page of matching entries and how many match, through the clearance (each label
-    change writes an entry, so the newest entry's number also keys what the clearance sees)."""
-    return _membrane.audit_query(clearance=from_key(cleared), **dict(filters), limit=limit, offset=offset)
+def entries(_view, store: tuple, cleared: tuple, filters: tuple, limit: int, offset: int) -> tuple[int, list]:
+    """One page of matching entries and how many match, through the view."""
+    return _view.audit_query(**dict(filters), limit=limit, offset=offset)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def activity(_membrane, url: str, newest: int, bucket: int, filters: tuple) -> list[tuple[float, str, int]]:
-    """Entries per bucket and action (a GROUP BY over every matching entry: 1.2 s over 2M)."""
-    return audit_activity(_membrane, bucket_seconds=bucket, **dict(filters))
+def activity(_view, store: tuple, cleared: tuple, bucket: int, filters: tuple) -> list[tuple[float, str, int]]:
+    """Entries per bucket and action, of the records the clearance sees (a GROUP BY over every
+    matching entry: 1.2 s over 2M)."""
+    return _view.audit_activity(bucket_seconds=bucket, **dict(filters))
 
 
 
@@ -96,13 +91,15 @@ def problem_rows(problems: list) -> pd.DataFrame:
 def run_verification(checkpoint: dict | None) -> None:
     with st.spinner("Walking every chain…"):
         try:
-            problems = m.verify_audit(checkpoint=checkpoint)
+            problems = view.verify_audit(checkpoint=checkpoint)
             st.session_state[VERIFY_KEY] = (datetime.now(UTC), problems, None, checkpoint)
         except MembraneError as exc:
             st.session_state[VERIFY_KEY] = (datetime.now(UTC), None, str(exc), checkpoint)
 
 
-v1, v2 = st.columns([1, 4])
+# The button as wide as its label (in a fifth of the page it read "Verify the c…" at 1024 px).
+verify_row = st.container(horizontal=True, vertical_alignment="center", gap="medium")
+v1, v2 = verify_row.container(width="content"), verify_row.container()
 if v1.button("Verify the chains", type="primary", key="audit_verify"):
     run_verification(None)
 with st.expander("Checkpoints: prove later that nothing was rolled back or cut off", expanded=False):
@@ -113,7 +110,7 @@ with st.expander("Checkpoints: prove later that nothing was rolled back or cut o
                 "checkpoint` and `membrane-console audit verify --checkpoint FILE`.")
     c1, c2 = st.columns(2)
     c1.download_button("Download a checkpoint of the audit log now", key="audit_checkpoint_download",
-                       data=lambda: json.dumps(m.audit_checkpoint(), indent=2),
+                       data=lambda: json.dumps(view.audit_checkpoint(), indent=2),
                        file_name=f"membrane_audit_checkpoint_{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json",
                        mime="application/json", on_click="ignore")
     uploaded = c2.file_uploader("Verify against a checkpoint file", type=["json"], key="audit_checkpoint_upload")
@@ -145,9 +142,8 @@ if verification is not None and verification[1]:
     found = verification[1]
     # Every problem is counted above; the records named are those the clearance sees. Problems of
     # the store-wide sequence are listed by place and meaning (their own text may name a record).
-    named = m.explain_many(sorted({p.record_id for p in found if p.record_id}), clearance)
-    listed = [p for p in found
-              if not p.record_id or (p.record_id in named and named[p.record_id].value != "hidden")]
+    named = view.labels(sorted({p.record_id for p in found if p.record_id}))  # the records the clearance sees
+    listed = [p for p in found if not p.record_id or p.record_id in named]
     if len(listed) < len(found):
         st.caption(f"{len(found) - len(listed):,} problem(s) concern records beyond your clearance "
                    "(or no longer in the store): counted, not listed.")
@@ -167,13 +163,16 @@ if verification is not None and verification[1]:
 url_ids = ids_from_url()
 if "audit_record" not in st.session_state and url_ids:
     st.session_state["audit_record"] = url_ids[0]
-newest = audit_newest(m)
-actors, span = facets(m, m.url, newest, key_of(clearance))
+store = view.state()
+actors = facets(view, store, key_of(clearance))
 st.subheader("Filter")
-f1, f2, f3, f4, f5 = st.columns([2, 2, 3, 2, 2])
+# Filters of fixed widths in a row that wraps: five columns cut the dates and choices at 1024 px.
+filter_row = st.container(horizontal=True, wrap=True, gap="small")
+f1, f2, f3 = filter_row.container(width=180), filter_row.container(width=180), filter_row.container(width=210)
+f4, f5 = filter_row.container(width=150), filter_row.container(width=150)  # one row at 1400 px, two at 1024
 actor = f1.selectbox("Actor", [ANY] + actors, key="audit_actor", format_func=lambda a: clean(a, 80))
 action = f2.selectbox("Action", [ANY] + ACTIONS, key="audit_action",
-                      format_func=lambda a: {"delete": "delete or retract", "decay": "decay (penalize)",
+                      format_func=lambda a: {"delete": "delete or retract", "decay": "penalize (stored as decay)",
                                              "revise": "revise (pin, restore, …)"}.get(a, a),
                       help="The action as stored: a retract is a delete entry whose record stays")
 record_id = f3.text_input("Record id", key="audit_record", help="Exact id; `?id=` in the URL fills it").strip()
@@ -194,11 +193,11 @@ page_size = p1.selectbox("Rows per page", [25, 50, 100, 250], index=1, key="audi
 # The page asked for first, and the count with it: a second count only when the filter now
 # matches fewer pages than the page asked for (a count over millions of entries is most of a run).
 wanted = max(1, int(st.session_state.get("audit_page", 1) or 1))
-total, rows = entries(m, m.url, newest, key_of(clearance), tuple(filters.items()), page_size, (wanted - 1) * page_size)
+total, rows = entries(view, store, key_of(clearance), tuple(filters.items()), page_size, (wanted - 1) * page_size)
 pages = max(1, -(-total // page_size))
 if wanted > pages:
     st.session_state["audit_page"] = wanted = pages
-    total, rows = entries(m, m.url, newest, key_of(clearance), tuple(filters.items()), page_size,
+    total, rows = entries(view, store, key_of(clearance), tuple(filters.items()), page_size,
                           (wanted - 1) * page_size)
 page = p2.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="audit_page")
 active = [f"{k}={md(v, 60) if not isinstance(v, datetime) else v.strftime('%Y-%m-%d %H:%M')}"
@@ -206,14 +205,15 @@ active = [f"{k}={md(v, 60) if not isinstance(v, datetime) else v.strftime('%Y-%m
 with p3:
     st.metric("Matching entries", f"{total:,}", help="; ".join(active) if active else "no filter")
 
-table = frame(rows, labels(m, list({r.record_id for r in rows}), clearance, limit=80))
+table = frame(rows, view.labels(list({r.record_id for r in rows})), view)
 TABLE_COLUMNS = {
-    "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss", width="medium"),
-    "record": st.column_config.TextColumn("record", width="medium", help="What the record says (archived: blank)"),
+    "timestamp": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss", width=150),
+    "record": st.column_config.TextColumn("record", width=220, help="What the record says (archived: blank)"),
+    "action": st.column_config.TextColumn("action", width=80),
     "record_id": link_column(),
     "before": st.column_config.TextColumn("before", width="medium"),
     "after": st.column_config.TextColumn("after", width="medium"),
-    "actor": st.column_config.TextColumn("actor", width="small"),
+    "actor": st.column_config.TextColumn("actor", width=170),  # "operator:…" names read whole
     "rationale": st.column_config.TextColumn(width="large"),
 }
 # Who and why before the values changed: what an operator reads first, without scrolling.
@@ -221,7 +221,7 @@ ORDER = ["timestamp", "record", "action", "actor", "rationale", "before", "after
 st.dataframe(shown(table), hide_index=True, key="audit_table", column_config=TABLE_COLUMNS, column_order=ORDER)
 st.download_button(
     f"Download the {total:,} matching entries as CSV",
-    data=lambda: filtered_csv(m, {**filters, "clearance": clearance}, lambda ids: labels(m, ids, clearance, limit=80)),
+    data=lambda: filtered_csv(view, filters, view.labels),
     file_name="membrane_audit.csv", mime="text/csv", key="audit_csv", disabled=total == 0, on_click="ignore",
     help="Every matching entry, not only this page. Cells that a spreadsheet would run as a formula get a "
          "leading apostrophe")
@@ -230,12 +230,17 @@ st.download_button(
 
 st.subheader("Activity")
 if total:
-    lo = (filters["since"].timestamp() if filters["since"] else (span[0] if span else 0))
-    hi = (filters["until"].timestamp() if filters["until"] else (span[1] if span else 0))
+    # The span of the entries the clearance sees, from their daily counts (the log's own span
+    # would date entries beyond it), unless the filter bounds it.
+    daily = activity(view, store, key_of(clearance), 86400, tuple(filters.items()))
+    seen_span = (min(b for b, _, _ in daily), max(b for b, _, _ in daily) + 86400) if daily else (0, 0)
+    lo = filters["since"].timestamp() if filters["since"] else seen_span[0]
+    hi = filters["until"].timestamp() if filters["until"] else seen_span[1]
     width = max(hi - lo, 1)
     bucket = 3600 if width <= 3 * 86400 else 86400 if width <= 180 * 86400 else 7 * 86400
-    counts = activity(m, m.url, newest, bucket, tuple(filters.items()))
+    counts = daily if bucket == 86400 else activity(view, store, key_of(clearance), bucket, tuple(filters.items()))
     act = pd.DataFrame(counts, columns=["bucket", "action", "count"])
+    act["action"] = act["action"].map(action_word)  # a penalize by its name, not Membrane's stored `decay`
     act["bucket"] = pd.to_datetime(act["bucket"].round().astype("int64"), unit="s", utc=True)
     fig = go.Figure()
     for name in [w for w in WORDS if w in set(act["action"])] + sorted(set(act["action"]) - set(WORDS)):
@@ -247,7 +252,7 @@ if total:
     unit = {3600: "hour", 86400: "day", 7 * 86400: "week"}[bucket]
     fig.update_layout(barmode="stack", xaxis_title="time (UTC)", yaxis_title="entries")
     st.caption(f"Matching entries per {unit}, by action (a retract apart from the deletes it is stored as): counts "
-               "over every record's entries, those beyond your clearance included (a count shows no content).")
+               "over the entries of the records your clearance sees.")
     st.plotly_chart(tidy(fig, height=320), key="audit_activity")
 else:
     st.caption("No entry matches the filter.")
@@ -259,15 +264,18 @@ candidates = list(dict.fromkeys(([record_id] if record_id else []) + list(table[
 if not candidates:
     st.caption("Filter by a record id, or find entries above, to draw a record's history.")
 else:
-    named = labels(m, candidates, clearance, limit=80)
+    named = view.labels(candidates)
     chosen = st.selectbox("Record", candidates, key="audit_timeline_record",
                           format_func=lambda r: f"{clean(named[r], 80)} ({clean(r, 40)})" if r in named else clean(r, 120),
                           help="The record filter, or any record on this page")
-    history = gate.audit_rows(m, chosen, clearance)
+    try:
+        history = view.audit_rows(chosen)
+    except MembraneError:  # not a record the clearance sees: as if it had no entries
+        history = []
     if not history:
         st.info("This id has no audit entries (it may not exist).")
     else:
-        hist = frame(history, named)
+        hist = frame(history, named, view)
         fig = go.Figure()
         fig.add_trace(go.Scatter(x=hist["timestamp"], y=hist["action"], mode="lines", showlegend=False,
                                  line=dict(color="#d1d5db", width=1), hoverinfo="skip"))
@@ -297,14 +305,14 @@ else:
 # ----------------------------------------------------------------------------- who looked
 
 st.subheader("Who looked")
-st.caption(f"Each time an operator opened a record of sensitivity {gate.access_log_level().value} or above in full "
-           f"(set {gate.ACCESS_LOG_LEVEL_ENV} to change the level). Append-only; entries of records beyond your "
+st.caption(f"Each time an operator opened a record of sensitivity {access_log_level().value} or above in full "
+           f"(set {ACCESS_LOG_LEVEL_ENV} to change the level). Append-only; entries of records beyond your "
            "clearance are left out.")
-looked_total, looked = m.access_log(record_id=record_id or None, clearance=clearance, limit=200)
+looked_total, looked = view.access_log(record_id=record_id or None, limit=200)
 if not looked_total:
     st.caption("Nobody has opened such a record" + (" with this id." if record_id else "."))
 else:
-    looked_names = labels(m, list({a.record_id for a in looked}), clearance, limit=80)
+    looked_names = view.labels(list({a.record_id for a in looked}))
     st.dataframe(pd.DataFrame([{"time (UTC)": a.at, "operator": clean(a.actor, 200),
                                 "record": clean(looked_names.get(a.record_id, ""), 120),
                                 "record_id": record_link(a.record_id), "sensitivity": a.sensitivity} for a in looked]),

@@ -12,7 +12,7 @@ from datetime import date, datetime, timezone
 
 import pandas as pd
 
-from console.components.words import ACTION_COLORS
+from console.components.words import ACTION_COLORS, action_word
 
 # ColorBrewer "Blues", light to dark: the overview's heatmap colours, as plotly draws them.
 BLUES = ("#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b")
@@ -49,5 +49,5 @@ def counts_over_time(activity: list[tuple[float, str, int]], bars: int = 40) -> 
     width = -(-span // bars)
     series: dict[str, list[int]] = {}
     for day, (_, action, count) in zip(days, activity):
-        series.setdefault(str(action), [0] * -(-span // width))[(day - first).days // width] += int(count)
+        series.setdefault(action_word(str(action)), [0] * -(-span // width))[(day - first).days // width] += int(count)
     return first, last, width, series

@@ -8,9 +8,7 @@ from urllib.parse import quote
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
-from membrane_engine import MemoryRecord
-from membrane_engine.labels import label
-from membrane_engine.retrieval import Explanation
+from membrane_engine import Explanation, MemoryRecord, label, revision_flag, revision_reason
 
 from .payload import as_text
 from .safe import clean, md
@@ -69,6 +67,23 @@ def explorer_link(record_id: str, label_: str = "Open in the explorer") -> None:
         st.markdown(f"[{label_}]({explorer_href(record_id)})")
 
 
+REVISION_COLORS = {"retracted": "red", "superseded": "violet"}
+
+
+def revision_badge(record: MemoryRecord) -> str:
+    """Markdown badge saying the record is retracted or superseded (the engine's
+    ``revision_flag``); empty for any other (and for a redacted view, which withholds it)."""
+    flag = revision_flag(record)
+    return f":{REVISION_COLORS[flag]}-badge[{flag.upper()}]" if flag else ""
+
+
+def revision_notice(record: MemoryRecord) -> None:
+    """The badge and the engine's sentence on what a retract leaves (nothing when neither)."""
+    reason = revision_reason(record)
+    if reason is not None:
+        st.markdown(f"{revision_badge(record)} {md(reason[0], 400)}")
+
+
 def show_explanation(explanation: Explanation) -> None:
     verdict_badge(explanation.verdict.value)
     for reason in explanation.reasons:
@@ -82,7 +97,8 @@ def record_card(record: MemoryRecord, verdict: str | None = None,
     (optional) is shown before the badge."""
     verdict = verdict or ("redacted" if record.redacted else "full")
     with st.container(border=True):
-        head = st.columns([1.1, 5, 1], vertical_alignment="center")
+        # The last column wide enough for "why?" at 1024 px (narrower, it read "w…").
+        head = st.columns([1.2, 4.6, 1.4], vertical_alignment="center")
         with head[0]:
             if rank is not None:
                 color = VERDICT_COLORS.get(verdict, "gray")
@@ -97,6 +113,7 @@ def record_card(record: MemoryRecord, verdict: str | None = None,
             with head[2].popover("why?", width="stretch"):
                 show_explanation(explain())
         st.markdown(metadata_line(record))
+        revision_notice(record)  # a retracted record still reaches agents: say so on its card
         if record.redacted:
             st.caption("Redacted: metadata only. Payload, provenance, relations and audit log are withheld.")
         else:
