@@ -25,7 +25,8 @@ MAX_SCOPES = 200  # rows of the scope table (the largest first): it scrolls
 
 # What each number means and how the engine computes it (SPEC 7), shown on hover.
 HELP = {
-    "total_records": "Records in the store at the instant: the live records created at or before it.",
+    "total_records": "Records in the store at the instant: the live records created at or before it (those your "
+                     "clearance sees; every number on this page counts only them).",
     "active_records": "Records whose salience S(t) at the instant is above 0 (S decays from its anchor; a pinned "
                       "record keeps its value).",
     "pinned_records": "Records whose salience is frozen (pinned), among those counted.",
