@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import streamlit as st
 
-from membrane_engine.operators import Operator, permits
+from membrane_engine import Operator, permits
 
 SESSION_KEY = "_membrane_signed_in"
 # The cookie session this Streamlit session was adopted from (server-side only): checked against

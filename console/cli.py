@@ -113,7 +113,7 @@ def first_run(m, host: str, port: int) -> str | None:
     store whose operators have no password yet (and no other sign-in): a new link for the first
     admin, so restarting is no lock-out."""
     from console import signin
-    from membrane_engine.operator_store import FIRST_RUN
+    from membrane_engine import FIRST_RUN
 
     ops = m.operators
     if ops.count() == 0:
@@ -154,6 +154,7 @@ def serve(argv: list[str]) -> int:
     from streamlit.web import cli as stcli
 
     from console import signin, state
+    from membrane_engine import install_private_cleanup, sweep_stale_private
     from membrane_engine.errors import MembraneError
 
     if args.session_hours is not None:
@@ -215,6 +216,11 @@ def serve(argv: list[str]) -> int:
     streamlit.delta_generator._use_warning_has_been_displayed = True
     if link:
         print(f"\n  First run: sign in as admin (works once, within the hour):\n\n    {link}\n", flush=True)
+    # Prepared exports hold records in full: removed on SIGTERM / SIGINT too (uvicorn hands the
+    # signal back to this handler once it has stopped), and a killed server's are removed now.
+    # Installed here because signal handlers can only be set from the main thread.
+    install_private_cleanup()
+    sweep_stale_private()
     return stcli.main()
 
 

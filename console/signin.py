@@ -19,8 +19,7 @@ import logging
 import os
 import threading
 
-from membrane_engine.operator_store import FIRST_RUN, SESSION, Operators
-from membrane_engine.operators import Operator
+from membrane_engine import FIRST_RUN, SESSION, Operator, Operators
 
 COOKIE = "membrane_session"
 SESSION_HOURS_ENV = "MEMBRANE_SESSION_HOURS"

@@ -33,6 +33,11 @@ from .policies import Offender, Outcome, Policy, PolicyError, Report, load_polic
 from .policy_snapshots import AccessChange
 from .policy_snapshots import diff as diff_policy_snapshots
 from .policy_snapshots import read as read_policy_snapshot
+from .private_files import export_root, new_export_file
+from .private_files import install_cleanup as install_private_cleanup
+from .private_files import sweep_stale as sweep_stale_private
+from .private_files import track as track_private
+from .private_files import untrack as untrack_private
 from .retrieval import MAX_LIMIT, confidence_terms, records_returned
 from .retrieval import revision_flag, revision_reason  # group M2: pure, read the record given
 from .clearance import ACCESS_LOG_LEVEL_ENV, access_log_level  # group M2: the environment's level, no store
@@ -60,4 +65,6 @@ __all__ = [
     "ACCESS_LOG_LEVEL_ENV", "access_log_level", "columns_of", "salience_at", "time_below", "PRUNE_THRESHOLD", "sample_store_path",
     "default_url", "Policy", "PolicyError", "Report", "Outcome", "Offender", "load_policy", "parse_policy",
     "AccessChange", "diff_policy_snapshots", "read_policy_snapshot", "covers",
+    "export_root", "new_export_file", "install_private_cleanup", "sweep_stale_private", "track_private",
+    "untrack_private",
 ]

@@ -18,7 +18,7 @@ from typing import TextIO
 
 from membrane_engine import (AccessChange, Membrane, Outcome, PolicyError, Report, diff_policy_snapshots, load_policy,
                              parse_time, read_policy_snapshot)
-from membrane_engine import private_files
+from membrane_engine import install_private_cleanup, track_private, untrack_private
 from membrane_engine.errors import MembraneError, ValidationError
 from sqlalchemy.engine import make_url
 
@@ -45,9 +45,9 @@ def _open(args: argparse.Namespace, stack: ExitStack) -> Membrane:
         folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="membrane-check-"))
         # The temporary store holds the export's records in full: removed on SIGTERM / SIGINT
         # too, not only when the block ends (private_files).
-        private_files.install_cleanup()
-        private_files.track(folder)
-        stack.callback(private_files.untrack, folder)
+        install_private_cleanup()
+        track_private(folder)
+        stack.callback(untrack_private, folder)
         m = Membrane.open(f"sqlite:///{Path(folder) / 'check.db'}", load_sample=False)
         stack.callback(m.close)
         m.import_file(args.records, actor="membrane-console check")
