@@ -508,7 +508,7 @@ class OperatorView:
         operator, clearance = self._reader()
         narrowed = self._export_trust(clearance, trust)
         ids = check_ids(ids) if ids is not None else None
-        count = self._m.export_file(path, ids, narrowed, as_of)
+        count = self._m.export_file(path, ids=ids, trust=narrowed, as_of=as_of)
         self._log_export(operator, narrowed, ids)
         return count
 
@@ -520,6 +520,32 @@ class OperatorView:
             wanted[[snap.row_of[i] for i in ids if i in snap.row_of]] = True
             full &= wanted
         self._looked_rows(operator, np.flatnonzero(full), snap)
+
+    def filter_ids(self, types: list[str] | None = None, scopes: list[str] | None = None,
+                   sensitivities: list[str] | None = None) -> list[str]:
+        """Ids of the live records the clearance sees that match every given filter."""
+        from .lookups import filter_ids
+
+        _, clearance = self._reader()
+        ids = filter_ids(self._m, types, scopes, sensitivities)
+        if gate.sees_everything(clearance) or not ids:
+            return ids
+        seen = self._m.explain_many(ids, clearance)
+        return [rid for rid in ids if seen.get(rid, Verdict.HIDDEN) is not Verdict.HIDDEN]
+
+    def preview_import_file(self, path: str | Path) -> Any:
+        """What ``import_file`` would read from ``path`` (``imports.preview_file``), for an
+        operator who may import: the records' labels, and how many of their ids the store already
+        holds, listed only where the clearance sees them (the import names the first one it
+        refuses either way: the ids are the operator's own file's)."""
+        from .imports import preview_file
+
+        clearance = self._allowed("import").clearance
+        found = preview_file(self._m.store, path)
+        if found.existing and not gate.sees_everything(clearance):
+            seen = self._m.explain_many(found.existing, clearance)
+            found.existing = [rid for rid in found.existing if seen.get(rid, Verdict.HIDDEN) is not Verdict.HIDDEN]
+        return found
 
     def import_records(self, items: Iterable[Any], progress: Callable[[int, int], None] | None = None) -> int:
         operator = self._allowed("import")

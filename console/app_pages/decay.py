@@ -10,19 +10,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from console import state
-from console.components.clearance import clearance_caption, signed_in
+from console.components.clearance import clearance_caption, operator_view
 from console.components.chart_safety import PALETTE, plot_text, short_id, tidy
+from console.components.record_detail import UNKNOWN_LABEL, UNKNOWN_NOTE, unknown_band, unknown_flags
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
 from console.components.words import ACTION_COLORS
 from console.components.when import human_duration, instant_input, relative
-from membrane_engine import clearance as gate
-from membrane_engine.errors import MembraneError, NotFoundError, ValidationError
-from membrane_engine.labels import labels
-from membrane_engine.lookups import briefs
-from membrane_engine.salience import PRUNE_THRESHOLD, columns_of, salience_at, time_below
-from membrane_engine.schema import to_epoch, validate_record
+from membrane_engine import PRUNE_THRESHOLD, columns_of, salience_at, time_below, to_epoch, validate_record
+from membrane_engine.errors import MembraneError, ValidationError
 
 UTC = timezone.utc
 GRID_POINTS = 400
@@ -43,10 +39,9 @@ def action_color(kind: str) -> str:
     return ACTION_COLORS.get(kind) or ACTION_COLORS["decay" if kind == "penalize" else "revise"]
 
 
-operator = signed_in()
-clearance = operator.clearance
-m = state.membrane()
-now = m.now()
+view = operator_view("decay")
+operator = view.operator
+now = view.now()
 
 st.title("Salience decay")
 st.caption("S(t) as the engine computes it (SPEC 2): stored records as they really were, from the anchors of "
@@ -60,7 +55,7 @@ left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader("Records")
     # A decay profile is part of what a redacted view withholds: only records seen in full.
-    chosen = record_picker(m, "decay", "Records to plot", clearance=clearance, full_only=True, max_selections=12,
+    chosen = record_picker(view, "decay", "Records to plot", full_only=True, max_selections=12,
                            help="Up to 12 records; `?id=` in the URL preselects")
 
 with right:
@@ -147,23 +142,25 @@ series: list[dict] = []
 if chosen:
     # Stored records: their true past from the audit trail's anchors (each reinforce, penalize,
     # retract, pin, unpin or restored version re-anchors), through the operator's clearance.
-    names = labels(m, chosen, clearance, limit=40)
+    names = view.labels(chosen, limit=40)
     for rid in chosen:
         try:
-            record = m.view(rid, clearance)
-        except NotFoundError:
+            record = view.get(rid)
+            if record.redacted:  # reclassified above the clearance since it was picked
+                continue
+            curve = view.past_curve(rid)
+            versions = view.history(rid)
+        except MembraneError:
             st.warning(f"A chosen record is no longer in the store (it may have been pruned or deleted): {md(rid, 80)}")
             continue
-        if record.redacted:  # reclassified above the clearance since it was picked
-            continue
-        curve = gate.past_curve(m, rid, clearance)
         past = curve(grid)
         name = plot_text(names[rid], 80) if rid in names else short_id(rid)
         if any(s["label"] == name for s in series):
             name = f"{name} ({short_id(rid)})"
         series.append({"key": rid, "label": name, "full": rid, "name": names.get(rid, rid), "curve": curve, "record": record,
                        "values": np.array([np.nan if v is None else v for v in past], dtype=float),
-                       "versions": gate.history(m, rid, clearance), "anchor": (record.salience, to_epoch(start)),
+                       "unknown": unknown_flags(curve, grid),
+                       "versions": versions, "anchor": (record.salience, to_epoch(start)),
                        "min": record.lifecycle.decay.min_salience, "stored": True})
 
 hypotheticals = []
@@ -202,6 +199,11 @@ else:
             # goes through the hover template's %{…} substitution; the id is the trace's meta.
             meta=[f"id {plot_text(s['key'], 80)}" if s["stored"] else "hypothetical"],
             hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>S = %{y:.4f}<br>%{meta[0]}"))
+        if s["stored"] and s["unknown"].any():  # not a flat line: a band, named, in the record's colour
+            low, high = ((PRUNE_THRESHOLD / 10, max(ymax, threshold, 1e-3) * 1.2) if log_scale
+                         else (0.0, max(ymax, threshold, 0.05) * 1.08))
+            fig.add_trace(unknown_band(list(times), s["unknown"], low, high, name=f"{s['label']}: {UNKNOWN_LABEL}",
+                                       color=color))
         if s["stored"]:
             for v in s["versions"]:
                 t = to_epoch(v.timestamp)
@@ -250,24 +252,29 @@ else:
                "reinforce, penalize, retract, pin, unpin and restored version re-anchors the curve; the markers "
                "show them, coloured by action). A gap: the record did not exist yet, sat in the archive, or its "
                "labels then were beyond your clearance. Dashed lines: hypothetical profiles, anchored at the "
-               "window start.")
+               "window start."
+               + (" " + UNKNOWN_NOTE if any(s["stored"] and s["unknown"].any() for s in series) else ""))
 
     # ------------------------------------------------------------------------- time below threshold
     st.subheader(f"When does each curve drop below {threshold:g}?")
     rows = []
     for s in series:
         if s["stored"]:
-            below = gate.time_below(m, s["key"], threshold, start, end, clearance)
+            below = view.time_below(s["key"], threshold, start, end)
             first = to_epoch(below) if below is not None else None
         else:
             first = time_below(s["record"], threshold, start, horizon, anchor=s["anchor"])
         s_start, s_end = (None if np.isnan(x) else float(x) for x in (s["values"][0], s["values"][-1]))
-        if first is None:
+        if first is None and s["stored"] and s["unknown"].all():
+            when, status, until_then = None, "unknown: imported history without values", ""
+        elif first is None:
             when, status, until_then = None, f"stays at or above within {horizon_label}", ""
         else:
             when = datetime.fromtimestamp(first, UTC)
             status = "already below at the window start" if first <= to_epoch(start) else "drops below"
             until_then = relative(first - now.timestamp())
+        if s["stored"] and s["unknown"].any() and not s["unknown"].all():
+            status += " (where known: part of the window is unknown)"
         # The verdict first, where the eye is; an empty time, not "None", when it never drops below.
         rows.append({"curve": clean(s["name"], 80) if s["stored"] else clean(s["full"], 80),
                      "status": status, "below at (UTC)": pd.Timestamp(when) if when is not None else pd.NaT,
@@ -285,8 +292,10 @@ st.divider()
 st.subheader("Prune preview")
 st.caption(f"Which records a prune would archive at a given instant: not pinned, deletion policy auto_prune, "
            f"S(as of) < {PRUNE_THRESHOLD:g}. The preview writes nothing.")
-if not hasattr(m, "prune"):
-    st.info("The engine in this build has no prune operation yet.")
+allowed, why_not = view.may("prune")
+if not allowed:
+    st.info(f"The prune preview needs the role that may prune ({md(why_not, 200)}); the Review page lists the "
+            "records about to be pruned.", icon=":material/lock:")
 else:
     p1, p2 = st.columns([3, 2])
     with p1:
@@ -295,7 +304,7 @@ else:
     p2.write("")
     if p2.button("Preview prune", type="primary", key="decay_prune_go"):
         try:
-            ids = m.prune(actor=operator.actor, rationale="decay page: prune preview", as_of=prune_at, dry_run=True)
+            ids = view.prune("decay page: prune preview", as_of=prune_at, dry_run=True)  # of records seen in full
             st.session_state["decay_prune_result"] = (prune_at, list(ids))
             st.session_state["decay_prune_page"] = 1
         except MembraneError as exc:
@@ -306,20 +315,18 @@ else:
         if when != prune_at:
             st.caption("The preview below is for an earlier instant; press the button to refresh it.")
         st.metric(f"Would be pruned at {when:%Y-%m-%d %H:%M} UTC", f"{len(ids):,}")
-        # The count is the store's; the ids listed are those the clearance sees.
-        seen = m.explain_many(ids, clearance) if ids else {}
-        listed = [rid for rid in ids if rid in seen and seen[rid].value != "hidden"]
-        if len(listed) < len(ids):
-            st.caption(f"{len(ids) - len(listed):,} of them are beyond your clearance: counted, not listed.")
-        ids = listed
+        st.caption("Of the records your clearance sees in full: a prune you run archives no other.")
         if ids:
             pages = max(1, -(-len(ids) // PAGE_SIZE))
             page = st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, step=1, key="decay_prune_page")
             chunk = ids[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
-            info = briefs(m, chunk)
+            info = view.briefs(chunk)
             live = [rid for rid in chunk if rid in info]
-            at_when = m.salience_curves(live, [when]) if live else {}
-            named = labels(m, chunk, clearance)
+            try:
+                at_when = view.salience_curves(live, [when]) if live else {}
+            except MembraneError:  # one was reclassified or archived since the preview
+                at_when = {}
+            named = view.labels(chunk)
             st.dataframe(pd.DataFrame([{
                 "record": clean(named.get(rid, ""), 120), "id": clean(rid, 200), "type": info[rid].type if rid in info else "(gone)",
                 "scope": clean(info[rid].scope, 200) if rid in info else "",

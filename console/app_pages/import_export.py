@@ -2,55 +2,76 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from console import auth, state
 from console.cli import MAX_UPLOAD_MB
-from console.components.clearance import describe, signed_in
+from console.components.clearance import describe, operator_view
 from console.components.safe import clean, md
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.trust_form import trust_context_form
 from console.components.words import plural
-from membrane_engine import Sensitivity
-from membrane_engine.storage.columns import TYPE_NAMES
+from membrane_engine import TYPE_NAMES, Sensitivity, Verdict, import_exposures, new_export_file, track_private, untrack_private
+from membrane_engine import export_root as private_export_root
 from membrane_engine.errors import AlreadyExistsError, MembraneError, ValidationError
-from membrane_engine.exposure import import_exposures
-from membrane_engine.imports import parse_text
-from membrane_engine.clearance import scopes_seen
-from membrane_engine.lookups import briefs, filter_ids
-from membrane_engine.operators import permits
-from membrane_engine.trust import narrowest
 
 PARSED_KEY = "ie_parsed"
 IMPORT_RESULT_KEY = "ie_import_result"
+EXPOSURES_KEY = "ie_exposures"
+UPLOAD_CHUNK = 1 << 20  # bytes copied at a time from an upload to its file
 EXPORT_KEY = "ie_export"
 UNSCOPED = "(unscoped)"
 _RECORD_LOC = re.compile(r"^record (\d+)(?::\s*(.*))?$")
 
 
-@st.cache_resource(show_spinner=False)
-def export_root() -> tempfile.TemporaryDirectory:
-    """Where this server writes export files, one folder per prepared export. A session's
-    previous export is removed when it prepares another; what sessions leave behind goes with
-    the server process (the directory's finalizer), instead of piling up in the temp folder."""
-    return tempfile.TemporaryDirectory(prefix="membrane-export-")
+def export_root() -> Path:
+    """Where this server writes export files, one private folder per prepared export. A
+    session's previous export is removed when it prepares another; what sessions leave behind
+    goes with the server process, at exit and on SIGTERM / SIGINT too, and a killed server's
+    folder is removed by the next start (membrane_engine.private_files)."""
+    return private_export_root()
+
+
+@contextmanager
+def spooled(upload: Any) -> Iterator[Path]:
+    """The upload as a file the engine reads one record at a time (``preview_file``,
+    ``import_file``), copied in chunks instead of decoded and parsed whole (a 50 MB upload
+    parsed in memory took 1.96 GB). Private (0600 in a 0700 folder of its own), named as the
+    upload so the engine's messages name it, removed when the block ends."""
+    folder = Path(tempfile.mkdtemp(prefix="membrane-upload-"))
+    track_private(folder)  # holds records in full: removed on SIGTERM / SIGINT too
+    try:
+        suffix = ".jsonl" if upload.name.lower().endswith(".jsonl") else ".json"
+        stem = re.sub(r"[^\w.-]", "_", Path(upload.name).stem)[:80] or "upload"
+        path = folder / f"{stem}{suffix}"
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+            upload.seek(0)
+            head = upload.read(UPLOAD_CHUNK)
+            # A byte order mark, as some editors write, is not part of the JSON (read as utf-8-sig before).
+            out.write(head[3:] if head.startswith(b"\xef\xbb\xbf") else head)
+            shutil.copyfileobj(upload, out, UPLOAD_CHUNK)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        untrack_private(folder)
 
 
 def _remove_export(folder: Path) -> None:
-    if folder.parent == Path(export_root().name):  # only a folder this page made
+    if folder.parent == export_root():  # only a folder this page made
         shutil.rmtree(folder, ignore_errors=True)
 
 
-operator = signed_in()
-clearance = operator.clearance
-m = state.membrane()
+view = operator_view("import-export")
+clearance = view.clearance
 
 st.title("Import / export")
 st.caption("Records travel in Membrane's JSON shape: a `.json` array or `.jsonl` (one record per line). An import "
@@ -76,7 +97,7 @@ def problem_rows(problems: list[tuple[str, str]], items: list[Any] | None) -> pd
 # ----------------------------------------------------------------------------- import
 
 with tab_in:
-    may_import, why_not = permits(auth.current(), "import")
+    may_import, why_not = view.may("import")
     if not may_import:
         st.info(f"Import is not available to you: {why_not}.", icon=":material/lock:")
         upload = None
@@ -90,85 +111,100 @@ with tab_in:
         upload = None
     if upload is None:
         st.session_state.pop(PARSED_KEY, None)
+        st.session_state.pop(EXPOSURES_KEY, None)
     else:
         parsed = st.session_state.get(PARSED_KEY)
         if parsed is None or parsed[0] != upload.file_id:
             try:
-                text = upload.getvalue().decode("utf-8-sig")
-                items, parse_error = parse_text(text, jsonl=upload.name.lower().endswith(".jsonl"), name=upload.name), None
-            except UnicodeDecodeError as exc:
-                items, parse_error = None, ValidationError(f"{upload.name} is not UTF-8 text ({exc.reason})",
-                                                           [("file", "not UTF-8")])
+                with spooled(upload) as path:
+                    preview, parse_error = view.preview_import_file(path), None
             except ValidationError as exc:
-                items, parse_error = None, exc
-            parsed = (upload.file_id, upload.name, items, parse_error, len(items) if items is not None else 0)
+                preview, parse_error = None, exc
+            parsed = (upload.file_id, upload.name, preview, parse_error)
             st.session_state[PARSED_KEY] = parsed
             st.session_state.pop(IMPORT_RESULT_KEY, None)
-        _, name, items, parse_error, in_file = parsed
-        if parse_error is not None:
+        _, name, preview, parse_error = parsed
+        result = st.session_state.get(IMPORT_RESULT_KEY)
+        if result is not None and result[0] == upload.file_id:
+            # A finished import shows its outcome only: no preview, no button to press again.
+            _, outcome, count, detail = result
+            if outcome == "ok":
+                st.success(f"Imported {plural(count, 'record')} from {clean(name, 120)}. Your clearance now sees "
+                           f"{view.count():,} records.", icon=":material/check_circle:")
+            elif outcome == "exists":
+                st.error(f"Import refused, nothing was written: {md(detail, 800)}. Records are never replaced; "
+                         "remove those ids from the file (or import into another store).", icon=":material/block:")
+            elif outcome == "invalid":
+                bad, total = detail
+                records_bad = bad["index"].dropna().nunique()
+                if total > len(bad):  # the engine lists the first 1,000 problems and counts the rest
+                    st.error(f"Import refused, nothing was written: {total:,} problems; the first "
+                             f"{len(bad):,} are listed.", icon=":material/block:")
+                else:
+                    st.error(f"Import refused, nothing was written: {len(bad):,} problem(s) in "
+                             f"{plural(records_bad, 'record')}.", icon=":material/block:")
+                st.dataframe(bad, hide_index=True, key="ie_problems",
+                             column_config={"message": st.column_config.TextColumn(width="large")})
+            else:
+                st.error(f"Import failed, nothing was written: {md(detail, 800)}")
+        elif parse_error is not None:
             st.error(f"The file cannot be read: {md(parse_error, 800)}")
+        elif preview is None:  # let go after an import whose outcome is gone: nothing to offer again
+            st.info("This file was imported or refused already; upload it again to preview it anew.")
         else:
-            st.text(f"{clean(name, 120)}: {plural(in_file, 'record')} in the file; the store holds {m.count():,}.")
-            result = st.session_state.get(IMPORT_RESULT_KEY)
-            if result is None or result[0] != upload.file_id:
-                profiles, origin = preview_profiles(m)
+            in_file = preview.count
+            st.text(f"{clean(name, 120)}: {plural(in_file, 'record')} in the file; your clearance sees "
+                    f"{view.count():,} records of the store.")
+            existing = preview.existing_count
+            if existing:
+                # The engine refuses the whole import (AlreadyExistsError): nothing would be
+                # written, so nothing widens, and the button stays off.
+                more = f" (and {existing - len(preview.existing):,} more)" if existing > len(preview.existing) else ""
+                st.error(f"{plural(existing, 'id')} of this file {'is' if existing == 1 else 'are'} already in the "
+                         "store: the import will be refused, nothing written (records are never replaced). "
+                         + ", ".join(md(i, 60) for i in preview.existing) + more, icon=":material/block:")
+                access_ok = False
+            else:
+                profiles, origin = preview_profiles(view)
                 asked = (upload.file_id, tuple(sorted(profiles.items())))
-                cached = st.session_state.get("ie_exposures")
+                cached = st.session_state.get(EXPOSURES_KEY)
                 if cached is None or cached[0] != asked:  # a large file is gated once, not on every rerun
-                    cached = (asked, import_exposures(items or [], profiles))
-                    st.session_state["ie_exposures"] = cached
+                    cached = (asked, import_exposures(preview.briefs, profiles))
+                    st.session_state[EXPOSURES_KEY] = cached
                 exposures = cached[1]
                 if exposures.widens:
                     show_exposures(exposures, origin, key="ie_exposure")
                 access_ok = widening_confirmed(exposures, "ie_widen")
-                go = st.button(f"Import {plural(in_file, 'record')}", type="primary", key="ie_import",
-                               disabled=not items or not access_ok)
-                if go and not access_ok:  # checked in the run that imports, not only by the button
-                    st.error("Not imported: the import widens access and the widening is not confirmed.")
-                elif go and items:
-                    bar = st.progress(0.0, text="Validating every record…")
+            go = st.button(f"Import {plural(in_file, 'record')}", type="primary", key="ie_import",
+                           disabled=not in_file or bool(existing) or not access_ok)
+            if go and existing:  # checked in the run that imports, not only by the button
+                st.error("Not imported: ids of the file are already in the store.")
+            elif go and not access_ok:
+                st.error("Not imported: the import widens access and the widening is not confirmed.")
+            elif go and in_file:
+                bar = st.progress(0.0, text="Validating every record…")
 
-                    def progress(done: int, total: int) -> None:
-                        text = f"Validated {done:,} of {total:,}" if done < total else "Writing…"
-                        bar.progress(done / max(total, 1), text=text)
+                def progress(done: int, total: int) -> None:
+                    text = f"Validated {done:,} of {total:,}" if done < total else "Writing…"
+                    bar.progress(min(done / max(total, 1), 1.0), text=text)
 
-                    # Checked at the moment of writing, against the session's operator.
-                    actor = auth.authorize("import").actor
-                    try:
-                        count = m.import_records(items, actor=actor, progress=progress)
-                        result = (upload.file_id, "ok", count, None)
-                    except AlreadyExistsError as exc:
-                        result = (upload.file_id, "exists", 0, str(exc))
-                    except ValidationError as exc:
-                        result = (upload.file_id, "invalid", 0, (problem_rows(list(exc.problems), items), exc.total))
-                    except MembraneError as exc:
-                        result = (upload.file_id, "failed", 0, str(exc))
-                    bar.empty()
-                    # The parsed records are let go once imported or refused: a session that stays
-                    # open must not keep a large upload's objects alive.
-                    st.session_state[PARSED_KEY] = (upload.file_id, name, None, None, in_file)
-                    items = None
-                    st.session_state[IMPORT_RESULT_KEY] = result
-            if result is not None and result[0] == upload.file_id:
-                _, outcome, count, detail = result
-                if outcome == "ok":
-                    st.success(f"Imported {plural(count, 'record')}. The store now holds {m.count():,}.", icon=":material/check_circle:")
-                elif outcome == "exists":
-                    st.error(f"Import refused, nothing was written: {md(detail, 800)}. Records are never replaced; "
-                             "remove those ids from the file (or import into another store).", icon=":material/block:")
-                elif outcome == "invalid":
-                    bad, total = detail
-                    records_bad = bad["index"].dropna().nunique()
-                    if total > len(bad):  # the engine lists the first 1,000 problems and counts the rest
-                        st.error(f"Import refused, nothing was written: {total:,} problems; the first "
-                                 f"{len(bad):,} are listed.", icon=":material/block:")
-                    else:
-                        st.error(f"Import refused, nothing was written: {len(bad):,} problem(s) in "
-                                 f"{plural(records_bad, 'record')}.", icon=":material/block:")
-                    st.dataframe(bad, hide_index=True, key="ie_problems",
-                                 column_config={"message": st.column_config.TextColumn(width="large")})
-                else:
-                    st.error(f"Import failed, nothing was written: {md(detail, 800)}")
+                try:  # the view checks the role at the moment of writing and names the operator
+                    with spooled(upload) as path:  # the engine reads it one record at a time
+                        count = view.import_file(path, progress=progress)
+                    result = (upload.file_id, "ok", count, None)
+                except AlreadyExistsError as exc:
+                    result = (upload.file_id, "exists", 0, str(exc))
+                except ValidationError as exc:
+                    result = (upload.file_id, "invalid", 0, (problem_rows(list(exc.problems), preview.briefs), exc.total))
+                except MembraneError as exc:
+                    result = (upload.file_id, "failed", 0, str(exc))
+                bar.empty()
+                # The preview is let go once imported or refused: a session that stays open must
+                # not keep a large upload's records alive, and a finished import offers no button.
+                st.session_state[PARSED_KEY] = (upload.file_id, name, None, None)
+                st.session_state.pop(EXPOSURES_KEY, None)
+                st.session_state[IMPORT_RESULT_KEY] = result
+                st.rerun()
 
 # ----------------------------------------------------------------------------- export
 
@@ -180,9 +216,9 @@ with tab_out:
     if what == "Ids":
         pasted = st.text_area("Record ids (one per line, or separated by commas or spaces)", key="ie_ids", height=120)
         wanted = list(dict.fromkeys(t for t in re.split(r"[\s,;]+", pasted) if t))
-        seen = m.explain_many(wanted, clearance) if wanted else {}
-        live = briefs(m, [i for i in wanted if i in seen and seen[i].value != "hidden"])
-        ids = [i for i in wanted if i in live]
+        seen = view.explain_many(wanted, clearance) if wanted else {}
+        ids = [i for i in wanted if seen.get(i, Verdict.HIDDEN) is not Verdict.HIDDEN]
+        live = set(ids)
         unknown = [i for i in wanted if i not in live]
         if unknown:
             st.warning(f"{len(unknown)} id(s) not in the store (or beyond your clearance) are skipped: "
@@ -190,10 +226,10 @@ with tab_out:
     elif what == "Filter":
         f1, f2, f3 = st.columns(3)
         types = f1.multiselect("Types", TYPE_NAMES, key="ie_types")
-        scopes = f2.multiselect("Scopes", [UNSCOPED] + scopes_seen(m, clearance), key="ie_scopes")
+        scopes = f2.multiselect("Scopes", [UNSCOPED] + view.scopes(), key="ie_scopes")
         sens = f3.multiselect("Sensitivity", [s.value for s in Sensitivity], key="ie_sens")
-        ids = filter_ids(m, types=types, scopes=["" if s == UNSCOPED else s for s in scopes], sensitivities=sens)
-    total = m.count() if ids is None else len(ids)
+        ids = view.filter_ids(types=types, scopes=["" if s == UNSCOPED else s for s in scopes], sensitivities=sens)
+    total = view.count() if ids is None else len(ids)
     st.text(f"Selected: {plural(total, 'record')}.")
 
     c1, c2 = st.columns([1, 3])
@@ -203,10 +239,10 @@ with tab_out:
     st.caption(f"Exports go through your clearance ({describe(clearance)}): records beyond it are left out or "
                "written as their redacted view.")
     # The engine gates the export by the clearance, or by the stricter of it and a chosen context.
-    trust = clearance
+    trust = None  # the view narrows any context to the clearance; None: the clearance itself
     if gated:
         with st.expander("Trust context", expanded=True):
-            trust = narrowest(trust_context_form("ie_trust", scopes_seen(m, clearance)), clearance)
+            trust = trust_context_form("ie_trust", view.scopes())
 
     signature = hash((what, tuple(ids) if ids is not None else None, fmt,
                       trust.model_dump_json() if trust is not None else None))
@@ -214,11 +250,11 @@ with tab_out:
         previous = st.session_state.pop(EXPORT_KEY, None)
         if previous:
             _remove_export(Path(previous["path"]).parent)
-        folder = Path(tempfile.mkdtemp(dir=export_root().name))
-        path = folder / f"membrane_export.{fmt}"
+        path = new_export_file(f"membrane_export.{fmt}")  # 0600: export_file keeps it
+        folder = path.parent
         try:
             with st.spinner("Writing records…"):
-                count = m.export_file(path, ids=ids, trust=trust)
+                count = view.export_file(path, ids=ids, trust=trust)
             st.session_state[EXPORT_KEY] = {"path": str(path), "count": count, "format": fmt,
                                             "size": path.stat().st_size, "signature": signature}
         except MembraneError as exc:

@@ -1,6 +1,7 @@
 """Audit entries as a pandas frame (for tables and the CSV download): each entry's action in
 words (a retract reads "retract", not Membrane's ``delete``), the values it changed before and
-after, and the record's link into the explorer."""
+after, the record's link into the explorer, and whether the entry is only claimed (it came with
+an imported record: this engine did not write it, ``history.claimed_by``)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from membrane_engine import Membrane
-from membrane_engine.history import kind_of
+from membrane_engine import OperatorView, kind_of
 
 from .safe import clean
 from .words import ACTION_COLORS
 
-COLUMNS = ["timestamp", "record_id", "record", "position", "action", "before", "after", "actor", "rationale", "seq"]
+COLUMNS = ["timestamp", "record_id", "record", "position", "action", "before", "after", "actor", "rationale", "seq",
+           "claimed"]
 CSV_CHUNK = 5000
 # The stored action an action in words is written as (the audit filter takes stored actions).
 STORED = {"retract": "delete", "penalize": "decay", "pin": "revise", "unpin": "revise", "restore": "revise",
@@ -55,9 +56,18 @@ def changed(details: Mapping[str, Any] | None) -> tuple[str, str]:
     return "; ".join(before), "; ".join(after + other)
 
 
-def frame(rows: Iterable[Any], names: Mapping[str, str] | None = None) -> pd.DataFrame:
+def claimed_text(who: str) -> str:
+    return f"claimed by {who}"
+
+
+def frame(rows: Iterable[Any], names: Mapping[str, str] | None = None, view: OperatorView | None = None
+          ) -> pd.DataFrame:
     """AuditRows (engine) to a frame with one column per field, newest first as given;
-    ``names``: record labels (``labels.labels`` through the operator's clearance)."""
+    ``names``: record labels (``labels.labels`` through the operator's clearance); ``claimed``:
+    "claimed by the import" (or "by its creator") for an entry that came with its record, ""
+    for one this engine wrote, as the operator's ``view`` tells (without a view: not said)."""
+    rows = list(rows)
+    claimed = view.claimed(rows) if view is not None and rows else {}
     data = []
     for r in rows:
         before, after = changed(r.details)
@@ -65,7 +75,7 @@ def frame(rows: Iterable[Any], names: Mapping[str, str] | None = None) -> pd.Dat
                      "record_id": r.record_id, "position": r.position,
                      "action": kind_of(r.entry.action, r.entry.rationale, r.details),
                      "before": before, "after": after, "actor": r.entry.actor, "rationale": r.entry.rationale,
-                     "seq": r.seq})
+                     "seq": r.seq, "claimed": claimed_text(claimed[r.seq]) if r.seq in claimed else ""})
     return pd.DataFrame(data, columns=COLUMNS)
 
 
@@ -78,6 +88,9 @@ def shown(data: pd.DataFrame) -> pd.DataFrame:
     for column, limit in (("record", 120), ("actor", 200), ("rationale", 2000), ("before", 2000), ("after", 2000)):
         if column in out:
             out[column] = out[column].map(lambda v, n=limit: clean(v, n))
+    if "claimed" in out and "actor" in out:
+        # An imported entry's actor is the file's word, not a fact: said where the actor is read.
+        out["actor"] = [f"{actor} ({claimed})" if claimed else actor for actor, claimed in zip(out["actor"], out["claimed"])]
     if "record_id" in out:
         out["record_id"] = out["record_id"].map(record_link)
     return out
@@ -98,22 +111,24 @@ def spreadsheet_safe(value: object) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
-def filtered_csv(membrane: Membrane, filters: dict[str, Any], names: Any = None) -> bytes:
-    """Every entry matching ``filters`` (the audit_query keywords), read in pages, as CSV, with
-    before/after values; ``names(ids)``: labels of those records (through the clearance)."""
+def filtered_csv(view: OperatorView, filters: dict[str, Any], names: Any = None) -> bytes:
+    """Every entry matching ``filters`` (``view.audit_query``'s keywords), read in pages through
+    the operator's view, as CSV, with before/after values; ``names(ids)``: labels of those
+    records (through the clearance)."""
     parts = []
     offset = 0
     while True:
-        total, rows = membrane.audit_query(**filters, limit=CSV_CHUNK, offset=offset)
+        total, rows = view.audit_query(**filters, limit=CSV_CHUNK, offset=offset)
         if not rows:
             break
-        parts.append(frame(rows, names(list({r.record_id for r in rows})) if names else None))
+        parts.append(frame(rows, names(list({r.record_id for r in rows})) if names else None,
+                           view if isinstance(view, OperatorView) else None))
         offset += len(rows)
         if offset >= total:
             break
     data = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
     if len(data):
-        for column in ("record", "record_id", "before", "after", "actor", "rationale"):
+        for column in ("record", "record_id", "before", "after", "actor", "rationale", "claimed"):
             data[column] = data[column].map(spreadsheet_safe)
         data["timestamp"] = data["timestamp"].map(lambda t: t.isoformat().replace("+00:00", "Z"))
     return data.to_csv(index=False).encode("utf-8")

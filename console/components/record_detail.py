@@ -3,8 +3,8 @@ and its history (versions, the record at any instant, its true salience curve, "
 version").
 
 Relations are drawn as buttons that call ``on_open(target_id)`` (the explorer sets ``?id=``).
-Everything of the history goes through the signed-in operator's clearance
-(``membrane_engine.clearance``: a version whose labels then were beyond it shows no content).
+Everything of the history goes through the signed-in operator's view (``Membrane.as_operator``:
+a version whose labels then were beyond the clearance shows no content).
 """
 
 from __future__ import annotations
@@ -17,18 +17,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from membrane_engine import MemoryRecord
-from membrane_engine import clearance as gate
+from membrane_engine import MemoryRecord, MemoryType, OperatorView, format_time, kind_of, plan_exposures
 from membrane_engine.errors import MembraneError
-from membrane_engine.exposure import plan_exposures
-from membrane_engine.history import kind_of
-from membrane_engine.operators import permits
-from membrane_engine.schema import MemoryType, format_time
 
 from .audit_table import action_color
 from .chart_safety import plot_text, tidy
 from .payload import as_text, render_payload, table
-from .record_card import verdict_badge
+from .record_card import revision_notice, verdict_badge
 from .safe import clean, md
 from .words import plural
 
@@ -58,6 +53,7 @@ def render_metadata(record: MemoryRecord) -> None:
                 f"{format_time(record.updated_at) if record.updated_at else '—'}")
     if record.redacted:
         verdict_badge("redacted")
+    revision_notice(record)
 
 
 def render_relations(record: MemoryRecord, on_open: Callable[[str], None] | None = None, key: str = "",
@@ -143,14 +139,61 @@ def _changes_text(changes: dict, side: int) -> str:
     return "; ".join(f"{name}: {as_text(values[side])}" for name, values in changes.items())
 
 
+def claimed_word(versions: list) -> str:
+    """Who claims a record's ``claimed`` versions: its import, or its creator's own entries."""
+    taken = [v for v in versions if v.kind == "create" and not v.claimed]
+    return "claimed by the import" if taken and taken[-1].rationale.startswith("imported") else "claimed by its creator"
+
+
 def version_rows(versions: list) -> pd.DataFrame:
-    """A record's versions as rows: when, who, the action in words, what changed before -> after."""
+    """A record's versions as rows: when, who, the action in words, what changed before -> after,
+    and whether this engine wrote it or the record came with it (``source``)."""
+    claimed = claimed_word(versions)
     return pd.DataFrame([{
         "#": v.position, "when (UTC)": v.timestamp, "action": v.kind, "who": clean(v.actor, 120),
+        "source": claimed if getattr(v, "claimed", False) else "",
         "before": clean(_changes_text(v.changes, 0), 600) if not v.withheld else "",
         "after": clean(_changes_text(v.changes, 1), 600) if not v.withheld else "",
         "why": clean(v.rationale, 600),
-    } for v in versions], columns=["#", "when (UTC)", "action", "who", "before", "after", "why"])
+    } for v in versions], columns=["#", "when (UTC)", "action", "who", "source", "before", "after", "why"])
+
+
+UNKNOWN_LABEL = "unknown (imported history without values)"
+UNKNOWN_NOTE = ("A grey dashed band: the salience then is unknown, not flat: the record's imported history "
+                "reinforced, penalized, retracted or pinned it without saying from what to what, or it came with "
+                "an anchor later than its creation.")
+
+
+def unknown_flags(curve: Callable, times: list[datetime]) -> np.ndarray:
+    """Where ``curve`` (``clearance.past_curve``) is None because its trail tells no value, not
+    because the instant is withheld or the record absent."""
+    unknown = getattr(curve, "unknown", None)
+    return np.array(unknown(times) if unknown is not None and times else [False] * len(times), dtype=bool)
+
+
+def unknown_band(times: list, flags: np.ndarray, low: float, high: float, name: str = UNKNOWN_LABEL,
+                 color: str = "#9ca3af") -> go.Scatter | None:
+    """A grey dashed band over each run of unknown instants (None when there is none): drawn
+    apart from a gap, which means withheld or absent."""
+    xs: list = []
+    ys: list = []
+    k, n = 0, len(flags)
+    while k < n:
+        if not flags[k]:
+            k += 1
+            continue
+        j = k
+        while j + 1 < n and flags[j + 1]:
+            j += 1
+        end = times[j + 1] if j + 1 < n else times[j]
+        xs += [times[k], times[k], end, end, times[k], None]
+        ys += [low, high, high, low, low, None]
+        k = j + 1
+    if not xs:
+        return None
+    return go.Scatter(x=xs, y=ys, mode="lines", fill="toself", name=name, fillcolor="rgba(156,163,175,0.25)",
+                      line=dict(color=color, dash="dash", width=1), hoverinfo="text", hoveron="fills",
+                      text="salience unknown: imported history without values")
 
 
 def salience_figure(record: MemoryRecord, versions: list, curve: Callable, now: datetime) -> go.Figure:
@@ -167,6 +210,10 @@ def salience_figure(record: MemoryRecord, versions: list, curve: Callable, now: 
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=times, y=values, mode="lines", name="salience", line=dict(color="#111827", width=2),
                              hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>S = %{y:.4f}<extra></extra>"))
+    known = [v for v in values if not np.isnan(v)]
+    band = unknown_band(times, unknown_flags(curve, times), 0.0, max(max(known, default=0.0), record.salience, 0.05) * 1.05)
+    if band is not None:
+        fig.add_trace(band)
     for kind, symbol in RE_ANCHORS.items():
         picked = [v for v in versions if v.kind == kind and not v.withheld and start <= v.timestamp <= now]
         ys = curve([v.timestamp for v in picked]) if picked else []
@@ -183,27 +230,22 @@ def salience_figure(record: MemoryRecord, versions: list, curve: Callable, now: 
     return fig
 
 
-def render_history(record: MemoryRecord, key: str = "") -> None:
+def render_history(view: OperatorView, record: MemoryRecord, key: str = "") -> None:
     """Versions, the record at a chosen instant, its true salience curve and "restore this
     version" (curators and admins), all through the signed-in operator's clearance."""
-    from console import auth, state
-
-    operator = auth.current()
-    if operator is None or record.redacted:
+    if record.redacted:
         st.info("The history of a record you see redacted is withheld.", icon=":material/lock:")
         return
-    m = state.membrane()
-    clearance = operator.clearance
     try:
-        versions = gate.history(m, record.id, clearance)
-        curve = gate.past_curve(m, record.id, clearance)
+        versions = view.history(record.id)
+        curve = view.past_curve(record.id)
     except MembraneError as exc:
         st.error(f"The history cannot be read: {md(exc, 300)}")
         return
     if not versions:
         st.text("(no history within your clearance)")
         return
-    now = m.now()
+    now = view.now()
     st.markdown(f"**Versions** ({plural(len(versions), 'change')}, oldest first)")
     st.dataframe(version_rows(versions), hide_index=True, key=f"{key}_hist_versions",
                  column_config={"when (UTC)": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
@@ -211,9 +253,15 @@ def render_history(record: MemoryRecord, key: str = "") -> None:
                                 "after": st.column_config.TextColumn(width="medium")})
     if any(v.withheld for v in versions):
         st.caption("Changes made while the record's labels were beyond your clearance show no content.")
+    if any(getattr(v, "claimed", False) for v in versions):
+        st.caption(f"Source “{claimed_word(versions)}”: the change came with the record; this engine did not write "
+                   "it, and its time, actor and values are only as good as the file.")
 
     st.markdown("**Salience over its life** (from the anchors of its audit trail)")
     st.plotly_chart(tidy(salience_figure(record, versions, curve, now), height=280), key=f"{key}_hist_curve")
+    if unknown_flags(curve, [record.created_at, now]).any() or any(
+            v.kind in RE_ANCHORS and getattr(v, "claimed", False) and "salience" not in v.changes for v in versions):
+        st.caption(UNKNOWN_NOTE)
 
     st.markdown("**The record as it was**")
     options = [v.position for v in versions]
@@ -231,7 +279,7 @@ def render_history(record: MemoryRecord, key: str = "") -> None:
 
         when = instant_input("Instant", f"{key}_hist_at", by_position[chosen].timestamp)
     try:
-        past = gate.record_at(m, record.id, when, clearance)
+        past = view.record_at(record.id, when)
     except MembraneError as exc:
         st.error(f"That instant cannot be read: {md(exc, 300)}")
         return
@@ -245,26 +293,29 @@ def render_history(record: MemoryRecord, key: str = "") -> None:
     from .plan_view import facts
 
     then, current = facts(past), facts(record)
-    current["salience"] = f"{m.salience_at(record.id, now):.6g}"
+    if unknown_flags(curve, [when]).any():  # record_at's value there is the anchors' guess, not a fact
+        then["salience"] = UNKNOWN_LABEL
+    try:
+        current["salience"] = f"{view.salience_at(record.id, now):.6g}"
+    except MembraneError:  # reclassified beyond the clearance since the page read it
+        current["salience"] = "(withheld)"
     table([{"field": k, f"then ({format_time(when)[:16].replace('T', ' ')})": then[k], "now": current.get(k, ""),
             "changed": "●" if then[k] != current.get(k, "") else ""} for k in then if k != "updated_at"],
           key=f"{key}_hist_then")
     st.caption("Payload and confidence are the same in every version: curation never changes them in place "
                "(a new text is a supersede, a new record).")
-    _restore(m, operator, record, past, when, key)
+    _restore(view, record, past, when, key)
 
 
-def _restore(m, operator, record: MemoryRecord, past: MemoryRecord, when: datetime, key: str) -> None:
+def _restore(view: OperatorView, record: MemoryRecord, past: MemoryRecord, when: datetime, key: str) -> None:
     """"Restore this version": preview, who gains access, confirmation, then the engine's op."""
-    from console import auth
-
     from .exposure_view import preview_profiles, show_exposures, widening_confirmed
     from .plan_view import outcome_line, plan_names, render_plan
 
     done = st.session_state.pop(f"{key}_hist_done", None)
     if done:
         st.success(done)
-    allowed, reason = permits(operator, "restore_version")
+    allowed, reason = view.may("restore_version")
     if not allowed:
         st.caption(f"Curators and admins can restore a version ({md(reason, 200)}).")
         return
@@ -277,15 +328,15 @@ def _restore(m, operator, record: MemoryRecord, past: MemoryRecord, when: dateti
     if not rationale.strip():
         return
     try:
-        plan = m.preview("restore_version", record.id, when, operator.actor, rationale)
+        plan = view.preview("restore_version", record.id, when, rationale)
     except MembraneError as exc:
         from .guard import describe
 
         st.error(describe(exc, "The restore cannot be previewed"))
         return
-    named = plan_names(m, plan, operator.clearance)
+    named = plan_names(view, plan)
     render_plan(plan, key=f"{key}_hist_plan", names=named)
-    profiles, origin = preview_profiles(m)
+    profiles, origin = preview_profiles(view)
     exposures = plan_exposures([plan], profiles)
     if exposures.counts and any(exposures.counts.values()):
         show_exposures(exposures, origin, key=f"{key}_hist_exposure")
@@ -294,12 +345,11 @@ def _restore(m, operator, record: MemoryRecord, past: MemoryRecord, when: dateti
                             key=f"{key}_hist_confirm")
     if st.button("Restore this version", type="primary", key=f"{key}_hist_restore",
                  disabled=not (confirmed and access_ok)):
-        writer = auth.authorize("restore_version")  # checked at the moment of writing
         if not (confirmed and access_ok):
             st.error("Not restored: confirm the change (and any widening of access) first.")
             return
         try:
-            applied = m.restore_version(record.id, when, writer.actor, rationale)
+            applied = view.restore_version(record.id, when, rationale)  # role and clearance checked now
         except MembraneError as exc:
             from .guard import describe
 
@@ -311,7 +361,7 @@ def _restore(m, operator, record: MemoryRecord, past: MemoryRecord, when: dateti
         st.rerun()
 
 
-def render_record(record: MemoryRecord, on_open: Callable[[str], None] | None = None, key: str = "",
+def render_record(view: OperatorView, record: MemoryRecord, on_open: Callable[[str], None] | None = None, key: str = "",
                   known: set[str] | None = None, referenced_by: list[str] | None = None,
                   as_of: datetime | None = None) -> None:
     """Everything about one record, in tabs (payload first)."""
@@ -331,7 +381,7 @@ def render_record(record: MemoryRecord, on_open: Callable[[str], None] | None = 
     with tabs[5]:
         st.json(record.to_json_dict(), expanded=False)
     with tabs[6]:
-        render_history(record, key)
+        render_history(view, record, key)
 
 
 __all__ = ["render_record", "render_metadata", "render_relations", "render_provenance", "render_lifecycle",
