@@ -13,59 +13,72 @@ import zlib
 
 import streamlit as st
 
-from console import auth, state
+from console import state
+from console.components.clearance import operator_view
 from console.components.graph_view import render_graph
 from console.components.guard import engine_call
+from console.components.safe import md
 from console.components.time_input import as_of_input
 from console.components.trust_form import (LAYERS, RequestParams, seed_request_form, show_ignored_parameters,
                                            trust_context_form)
-from membrane_engine import RetrieveGraphRequest
-from membrane_engine.clearance import scopes_seen
-from membrane_engine.graph import DEFAULT_EDGE_LIMIT, DEFAULT_NODE_LIMIT, DEFAULT_ROOT_LIMIT, within
+from console.components.words import plural
+from membrane_engine import DEFAULT_EDGE_LIMIT, DEFAULT_NODE_LIMIT, DEFAULT_ROOT_LIMIT, RetrieveGraphRequest
 
 K = "gr"
 HOPS = {"1": 1, "2": 2, "3": 3, "none": -1}
 
-m = state.membrane()
 st.title("What graph would this agent receive?")
 st.caption("The memory graph the engine returns for one trust context and task: ranked roots, the records their "
            "relations reach, and the typed edges between them. Redacted records are drawn locked, with their labels "
            "only; hidden ones are not drawn at all.")
 
-operator = auth.current()
-if operator is None:
-    st.info("Sign in to see graphs: what is drawn is limited to your clearance.")
-    st.stop()
+# What is drawn is limited to the signed-in operator's clearance (the view cuts the graph).
+view = operator_view("graph")
+operator = view.operator
 
 
 
-def _bounded(value: str | None, low: int, high: int, default: int) -> int:
-    try:
-        number = int(value) if value is not None else default
-    except ValueError:
+def _bounded(name: str, value: str | None, low: int, high: int, default: int, problems: list[str]) -> int:
+    """The whole number ``value`` of link parameter ``name`` in ``low``..``high``; else ``default``
+    and a warning in ``problems`` (a default taken silently would pass for what the link said)."""
+    if value is None:
         return default
-    return number if low <= number <= high else default
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        problems.append(state.ignored_parameter(name, value, f"a whole number {low}-{high}"))
+        return default
+    return number
 
 
 # The request lives in the URL (a link, a reload, Back / Forward restore it); the trust context is
 # the session's shared one when the URL names none (console/state.py).
 URL_WIDGETS = (*state.trust_widgets(K), *(f"{K}_{w}" for w in ("task", "types", "hops", "roots", "nodes", "edges", "as_of")))
+URL_PARAMETERS = (*state.TRUST_FIELDS, "task", "memory_types", "as_of", "hops", "roots", "nodes", "edges")
 seed = state.page_query("graph", widgets=URL_WIDGETS)
 if seed is None and f"{K}_roots" not in st.session_state:  # widgets gone with a page change
     seed = st.query_params.to_dict()
 if seed is not None:
     seed_request_form(K, seed)
+    problems: list[str] = []
+    if "hops" in seed and seed["hops"] not in HOPS:
+        problems.append(state.ignored_parameter("hops", seed["hops"], ", ".join(HOPS)))
     st.session_state[f"{K}_hops"] = seed.get("hops") if seed.get("hops") in HOPS else "1"
-    st.session_state[f"{K}_roots"] = _bounded(seed.get("roots"), 1, 100, DEFAULT_ROOT_LIMIT)
-    st.session_state[f"{K}_nodes"] = _bounded(seed.get("nodes"), 1, 500, DEFAULT_NODE_LIMIT)
-    st.session_state[f"{K}_edges"] = _bounded(seed.get("edges"), 1, 2000, DEFAULT_EDGE_LIMIT)
+    st.session_state[f"{K}_roots"] = _bounded("roots", seed.get("roots"), 1, 100, DEFAULT_ROOT_LIMIT, problems)
+    st.session_state[f"{K}_nodes"] = _bounded("nodes", seed.get("nodes"), 1, 500, DEFAULT_NODE_LIMIT, problems)
+    st.session_state[f"{K}_edges"] = _bounded("edges", seed.get("edges"), 1, 2000, DEFAULT_EDGE_LIMIT, problems)
+    st.session_state[f"{K}_link_problems"] = problems + state.unknown_parameters(seed, URL_PARAMETERS)
 show_ignored_parameters(K)
+for problem in st.session_state.get(f"{K}_link_problems", []):
+    st.warning(md(problem, 300), icon=":material/link_off:")
 
 controls, results = st.columns([2, 5], gap="large")
 with controls:
     st.subheader("Agent and task")
     # Only the scopes of records your clearance sees are offered (a scope is a label too).
-    trust = trust_context_form(K, scopes_seen(m, operator.clearance))
+    trust = trust_context_form(K, view.scopes())
     task = st.text_input("Task descriptor", key=f"{K}_task", placeholder="e.g. fix flaky pytest test in CI",
                          help="Ranks the roots (and finds entities it names); empty ranks by salience")
     types = st.multiselect("Memory types of the roots", LAYERS, key=f"{K}_types", help="Empty: every type")
@@ -88,19 +101,24 @@ request = RetrieveGraphRequest(trust=trust, task_descriptor=task, memory_types=t
                                max_hops=HOPS.get(hops or "1", 1), as_of=as_of)
 with results:
     with engine_call("The engine refused the request"):
-        answer = m.retrieve_graph(request)
-    graph, withheld = within(answer, operator.clearance)
+        # Cut to the clearance by the view (graph.within): no edge out of a node it sees
+        # redacted, no node reached only through one it withholds.
+        graph, _ = view.graph(request)
     redacted = sum(n.record.redacted for n in graph.nodes)
-    cols = st.columns(5)
+    cols = st.columns(4)
     cols[0].metric("Roots", len(graph.root_ids),
                    help="The best-ranked records for the task (by salience when there is none), up to the Roots limit")
     cols[1].metric("Nodes", len(graph.nodes), help="The roots and the records their relations reach within the hops, "
                                                    "that this agent sees and you may see, up to the Nodes limit")
     cols[2].metric("Edges", len(graph.edges), help="Typed relations between the nodes drawn, up to the Edges limit")
     cols[3].metric("Redacted", redacted, help="Drawn locked: metadata only")
-    cols[4].metric("Withheld", withheld,
-                   help=f"Nodes this agent would receive that your clearance ({operator.clearance.max_sensitivity.value}"
-                        f"{', scopes ' + ', '.join(operator.scopes) if operator.scopes else ''}) does not show you")
+    # Not how many nodes of this graph were withheld: a count per context would tell, to anyone
+    # trying contexts, which scopes and levels the records beyond the clearance have. The
+    # store's one total instead, counted now.
+    beyond = view.beyond_clearance()
+    if beyond:
+        st.caption(f"{plural(beyond, 'record')} in the store {'is' if beyond == 1 else 'are'} beyond your clearance: "
+                   "a graph that reaches them is drawn without them, and without what only they lead to.")
     predicates = sorted({e.predicate for e in graph.edges})
     # Keyed by the set of edge types: another graph starts with all of its types drawn.
     shown = st.pills("Edge types", predicates, selection_mode="multi", default=predicates,

@@ -13,20 +13,17 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console import state
-from console.components.clearance import clearance_caption, from_key, key_of, signed_in
+from console.components.clearance import clearance_caption, key_of, operator_view
 from console.components.charts import VERDICT_COLORS, style
 from console.components.record_card import explorer_href, record_card, show_explanation
 from console.components.safe import clean, md
 from console.components.time_input import as_of_input
 from console.components.trust_form import (LAYERS, RequestParams, seed_request_form, show_ignored_parameters,
                                            trust_context_form)
-from console.components.words import plural
-from membrane_engine import RetrieveRequest, TrustContext
-from membrane_engine import clearance as gate
+from console.components.words import distinct_names, plural
+from membrane_engine import MAX_LIMIT, OperatorView, RetrieveRequest, TrustContext, records_returned
+from membrane_engine import label as record_label
 from membrane_engine.errors import MembraneError, NotFoundError
-from membrane_engine.labels import label as record_label, labels as record_labels
-from membrane_engine.lookups import hidden_records
-from membrane_engine.retrieval import MAX_LIMIT, records_returned
 
 K = "sim"
 PAGE_SIZE = 10
@@ -35,9 +32,9 @@ COUNT_LABELS = {"full": "full", "redacted": "redacted", "hidden": "hidden", "bel
 COUNT_HELP = {"full": "Visible in full", "redacted": "Metadata only (sensitivity one level above max)",
               "hidden": "Not visible at all", "below_min_salience": "Visible but below the min salience filter"}
 
-operator = signed_in()
+view = operator_view("simulator")
+operator = view.operator
 clearance = operator.clearance
-m = state.membrane()
 st.title("What can this agent see?")
 st.caption("Layered retrieval as the engine runs it for one trust context: what comes back in full, what comes back "
            "redacted (metadata only), what stays hidden, and why.")
@@ -48,6 +45,7 @@ clearance_caption(operator)
 # The URL holds the simulation (a link, a reload, Back / Forward restore it); the trust context is
 # the session's shared one when the URL names none (console/state.py).
 URL_WIDGETS = (*state.trust_widgets(K), *(f"{K}_{w}" for w in ("task", "types", "min_salience", "limit", "as_of")))
+URL_PARAMETERS = (*state.TRUST_FIELDS, "task", "memory_types", "min_salience", "limit", "as_of")
 seed = state.page_query("simulator", widgets=URL_WIDGETS)
 if seed is None and f"{K}_limit" not in st.session_state:  # widgets gone with a page change
     seed = st.query_params.to_dict()
@@ -55,14 +53,17 @@ if seed is not None:
     defaults = seed_request_form(K, seed)
     st.session_state[f"{K}_min_salience"] = float(defaults.get("min_salience", 0.0))
     st.session_state[f"{K}_limit"] = int(defaults.get("limit", 20))
+    st.session_state[f"{K}_link_problems"] = state.unknown_parameters(seed, URL_PARAMETERS)
 show_ignored_parameters(K)
+for problem in st.session_state.get(f"{K}_link_problems", []):
+    st.warning(md(problem, 300), icon=":material/link_off:")
 
 # ---------------------------------------------------------------------------- the form
 
 form_left, form_right = st.columns(2, gap="large")
 with form_left:
     st.subheader("Trust context")
-    trust = trust_context_form(K, gate.scopes_seen(m, clearance))
+    trust = trust_context_form(K, view.scopes())
 with form_right:
     st.subheader("Request")
     task = st.text_input("Task descriptor", key=f"{K}_task", help="What the agent is about to do (used by the selector)")
@@ -79,7 +80,7 @@ params = RequestParams(trust=trust, task=task, memory_types=tuple(t for t in LAY
 state.keep_page_query("simulator", params.to_query())
 # "Now" is taken to the minute, so the reruns of one minute (paging, tabs, "why?") share one
 # simulation from the cache below.
-when = as_of or m.now().replace(second=0, microsecond=0)
+when = as_of or view.now().replace(second=0, microsecond=0)
 
 # ---------------------------------------------------------------------------- simulate
 
@@ -88,23 +89,25 @@ CHUNK = 100  # records materialized per step while paging the ranked list
 
 
 @st.cache_resource(show_spinner="Simulating…", max_entries=16, ttl=600)
-def _simulation(url: str, seq: int, trust_key: tuple, task_: str, types_: tuple[str, ...], min_s: float, limit_: int,
-                when_iso: str, cleared: tuple):
-    """One simulation, kept while the store is unchanged (keyed by its change counter). Shared,
-    never mutated by the page. The trust context travels as a tuple of its fields; the records
-    come through the operator's clearance (``cleared``): counts whole, content within it."""
+def _simulation(_view: OperatorView, url: str, seq: int, operator_name: str, cleared: tuple, trust_key: tuple,
+                task_: str, types_: tuple[str, ...], min_s: float, limit_: int, when_iso: str):
+    """One simulation through the operator's view, kept while the store is unchanged (keyed by
+    its change counter). Shared, never mutated by the page. The trust context travels as a tuple
+    of its fields; counts and records come through the clearance (``cleared``): over what it
+    sees, content within it. Keyed by the operator as well: the view lists what it shows in full under their
+    name in the access log, so another operator's look is a computation (and an entry) of its own."""
     max_sensitivity, authenticated, actor_id, scopes = trust_key
     ctx = TrustContext(max_sensitivity=max_sensitivity, authenticated=authenticated, actor_id=actor_id,
                        scopes=list(scopes))
-    return state.membrane().simulate(RetrieveRequest(
+    return _view.simulate(RetrieveRequest(
         trust=ctx, task_descriptor=task_, memory_types=list(types_), min_salience=min_s, limit=limit_,
-        as_of=datetime.fromisoformat(when_iso)), clearance=from_key(cleared))
+        as_of=datetime.fromisoformat(when_iso)))
 
 
 def simulate(memory_types: list[str], limit_: int):
     trust_key = (trust.max_sensitivity.value, trust.authenticated, trust.actor_id, tuple(trust.scopes))
-    return _simulation(m.url, m.columns.current().seq, trust_key, task, tuple(memory_types), float(min_salience),
-                       int(limit_), when.isoformat(), key_of(clearance))
+    return _simulation(view, *view.state(), view.name, key_of(clearance), trust_key, task, tuple(memory_types),
+                       float(min_salience), int(limit_), when.isoformat())
 
 
 def materialized(total_wanted: int) -> int:
@@ -121,7 +124,7 @@ def pager(total: int, key: str) -> int:
 
 
 def explainer(record_id: str):
-    return lambda: gate.explain(m, record_id, trust, clearance, as_of=when, min_salience=float(min_salience))
+    return lambda: view.explain(record_id, trust, as_of=when, min_salience=float(min_salience))
 
 
 def cards(records: list, offset: int, key: str) -> None:
@@ -142,29 +145,54 @@ except MembraneError as exc:
     st.error(f"The engine refused the request: {exc}")
     st.stop()
 
-returned = records_returned(sim.total_matching, int(limit))
-# The records the operator may be shown: those the context gets that the clearance does not hide.
-listed_total = records_returned(sim.total_matching - sim.withheld, int(limit))
+# Every number is over the records your clearance sees. Those beyond it are one total, counted
+# now whatever the context: a count per context (``withheld``) would tell which scopes, levels
+# and types they have to anyone who tries contexts (a scope typed into the link included).
+matching = sim.total_matching - sim.withheld
+returned = records_returned(matching, int(limit))
+listed_total = returned
+beyond = view.beyond_clearance()
 totals = {c: sum(getattr(lc, c) for lc in sim.counts.values()) for c in LAYER_COLUMNS}
 
 st.divider()
-mc = st.columns(5)
-mc[0].metric("Returned", f"{returned:,}", help=f"{plural(sim.total_matching, 'record')} pass gating and the salience filter"
-             + (f"; the limit keeps {int(limit):,}" if limit else f"; no limit, so the first {MAX_LIMIT:,} at most"))
-mc[1].metric("Full", f"{totals['full']:,}", help="Visible in full (sensitivity within max, scope allowed)")
-mc[2].metric("Redacted", f"{totals['redacted']:,}", help="Sensitivity one level above max: metadata only")
-mc[3].metric("Hidden", f"{totals['hidden']:,}", help="Not visible at all (too sensitive or scope not allowed)")
-mc[4].metric("Below min salience", f"{totals['below_min_salience']:,}", help="Visible but dropped by the salience filter")
+# Fixed-width metrics in a row that wraps (five side by side cut their labels at 1024 px).
+with st.container(horizontal=True, wrap=True, gap="small"):
+    st.metric("Returned", f"{returned:,}", width=140,
+              help=f"{plural(matching, 'record')} pass gating and the salience filter"
+                   + (f"; the limit keeps {int(limit):,}" if limit else f"; no limit, so the first {MAX_LIMIT:,} at most"))
+    st.metric("Full", f"{totals['full']:,}", width=140, help="Visible in full (sensitivity within max, scope allowed)")
+    st.metric("Redacted", f"{totals['redacted']:,}", width=140, help="Sensitivity one level above max: metadata only")
+    st.metric("Hidden", f"{totals['hidden']:,}", width=140, help="Not visible at all (too sensitive or scope not allowed)")
+    st.metric("Below min salience", f"{totals['below_min_salience']:,}", width=170,
+              help="Visible but dropped by the salience filter")
+
+# A retract leaves the record in the store at salience 0: with min salience 0 it still reaches
+# the agent, in full (as Membrane). The engine counts them among the records that pass.
+revised = sim.revised
+if revised["retracted"] or revised["superseded"]:
+    both = (f"{plural(revised['retracted'], 'retracted record')} and "
+            f"{plural(revised['superseded'], 'superseded record')}")
+    within = " (of those within your clearance)" if beyond else ""
+    if returned >= matching:
+        st.warning(f"{both} would reach this agent{within}, in full: their salience is 0, and a min salience "
+                   "above 0 keeps them out.", icon=":material/warning:")
+    else:
+        st.warning(f"{both} pass this context's gate and salience filter{within}: the limit of {returned:,} lets them "
+                   "reach the agent only when they rank within it (by salience they come last; a task can put "
+                   "them first). A min salience above 0 keeps them out.", icon=":material/warning:")
 
 counts_frame = pd.DataFrame(
     [{"layer": layer, **{c: getattr(lc, c) for c in LAYER_COLUMNS}} for layer, lc in sim.counts.items()])
-left, right = st.columns([1, 1])
+# Table and chart side by side where they fit, one above the other where they do not.
+layers_row = st.container(horizontal=True, wrap=True, gap="medium")
+left, right = layers_row.container(width=390), layers_row.container(width=420)
 with left:
     st.markdown("**Per layer** (canonical order)")
-    # Short headers so every column fits the narrow column (the metrics above spell them out).
+    # Short headers and narrow columns so every count is in view (the metrics above spell them out).
     st.dataframe(counts_frame, hide_index=True, width="stretch", key=f"{K}_counts",
-                 column_config={c: st.column_config.NumberColumn(COUNT_LABELS[c], help=COUNT_HELP[c])
-                                for c in LAYER_COLUMNS})
+                 column_config={"layer": st.column_config.TextColumn("layer", width=90),
+                                **{c: st.column_config.NumberColumn(COUNT_LABELS[c], help=COUNT_HELP[c], width=64)
+                                   for c in LAYER_COLUMNS}})
 with right:
     fig = go.Figure()
     for column in LAYER_COLUMNS:
@@ -185,23 +213,35 @@ selection = sim.response.selection
 if selection is not None:
     with st.container(border=True):
         st.markdown("**Selector** (competence and plan candidates)")
-        sc = st.columns(3)
-        sc[0].metric("Confidence", f"{selection.confidence:.3f}",
-                     help="(best score − runner-up's score) / best score with two or more candidates; the score "
-                          "itself with one. Each score is the mean of applicability, success and recency")
-        sc[1].metric("Needs more", "yes" if selection.needs_more else "no",
-                     help=f"confidence < threshold {selection.threshold:g}")
         n_candidates = max(len(selection.scores), len(selection.signals))
-        sc[2].metric("Candidates", f"{n_candidates:,}", help="Competence and plan records that passed gating and "
-                     "the salience filter (the selector sees them all, even those the limit cuts)")
-        # Named as the cards name them: through the narrower of the context and your clearance.
-        names = {r.id: record_label(r, 100) for r in selection.selected}
-        sig_rows = [{"rank": i + 1, "record": clean(names.get(s.record_id, "(redacted)"), 120),
-                     "score": round(s.score, 4), "applicability": round(s.applicability, 4),
-                     "success": round(s.success, 4), "recency": round(s.recency, 4), "redacted": s.redacted,
-                     "id": clean(s.record_id, 200)}
+        with st.container(horizontal=True, wrap=True, gap="small"):
+            st.metric("Confidence", f"{selection.confidence:.3f}", width=140,
+                      help="(best score − runner-up's score) / best score with two or more candidates; the score "
+                           "itself with one. Each score is the mean of applicability, success and recency. The "
+                           "Selector inspector shows the terms")
+            st.metric("Needs more", "yes" if selection.needs_more else "no", width=140,
+                      help=f"confidence < threshold {selection.threshold:g}")
+            st.metric("Candidates", f"{n_candidates:,}", width=140, help="Competence and plan records that passed "
+                      "gating and the salience filter (the selector sees them all, even those the limit cuts)")
+        # Named as the cards name them: through the narrower of the context and your clearance;
+        # candidates that say the same thing with a short id beside.
+        seen = {r.id: record_label(r, 100) for r in selection.selected}
+        names = distinct_names({s.record_id: seen.get(s.record_id, "(redacted)") for s in selection.signals[:200]})
+        sig_rows = [{"rank": i + 1, "record": clean(names[s.record_id], 120), "score": s.score,
+                     "applicability": s.applicability, "success": s.success, "recency": s.recency,
+                     "redacted": s.redacted, "id": clean(s.record_id, 200)}
                     for i, s in enumerate(selection.signals[:200])]
-        st.dataframe(pd.DataFrame(sig_rows), hide_index=True, width="stretch", key=f"{K}_selection")
+
+        def score_column(label: str):
+            return st.column_config.NumberColumn(label, format="%.4f", width=64)
+
+        st.dataframe(pd.DataFrame(sig_rows), hide_index=True, width="stretch", key=f"{K}_selection", column_config={
+            "rank": st.column_config.NumberColumn("#", width=40),
+            "record": st.column_config.TextColumn("record", width=180, pinned=True),
+            "score": score_column("score"), "applicability": score_column("applic."),
+            "success": score_column("success"), "recency": score_column("recency"),
+            "redacted": st.column_config.CheckboxColumn("redacted", width=70),
+            "id": st.column_config.TextColumn("id", width=120)})
         if any(s.redacted for s in selection.signals[:200]):
             st.caption("Redacted candidates (one level above the context's max sensitivity) have no payload: the "
                        "selector scores them 0.5 flat, whatever the task (SPEC 5, as Membrane).")
@@ -221,11 +261,11 @@ tabs = st.tabs(labels, key=f"{K}_view", on_change="rerun")
 with tabs[0]:
     if tabs[0].open:
         st.caption("All layers merged, sorted by salience at the as-of instant; the limit applies here"
-                   + (f" (with no limit, the first {MAX_LIMIT:,} of {sim.total_matching:,})."
-                      if returned < sim.total_matching and not limit else "."))
-        if sim.withheld:
-            st.info(f"{sim.withheld:,} of the {plural(sim.total_matching, 'record')} this context gets are beyond your "
-                    "clearance: they are counted above, not listed.", icon=":material/lock:")
+                   + (f" (with no limit, the first {MAX_LIMIT:,} of {matching:,})."
+                      if returned < matching and not limit else "."))
+        if beyond:
+            st.info(f"{plural(beyond, 'record')} in the store {'is' if beyond == 1 else 'are'} beyond your clearance: "
+                    "neither counted nor listed here, whatever the context.", icon=":material/lock:")
         if not returned:
             st.info("Nothing is returned for this context and request.")
         elif not listed_total:
@@ -234,7 +274,7 @@ with tabs[0]:
             offset = pager(listed_total, layer_page_key)
             page = sim.response.records[offset:offset + PAGE_SIZE]
             st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {listed_total:,}"
-                       + (" within your clearance." if sim.withheld else "."))
+                       + (" within your clearance." if beyond else "."))
             cards(page, offset, "ranked")
 for tab, layer in zip(tabs[1:-1], layer_names):
     with tab:
@@ -247,11 +287,8 @@ for tab, layer in zip(tabs[1:-1], layer_names):
         if not n:
             st.info("No record of this layer is visible to this context.")
             continue
-        # A layer lists what a retrieve of that layer alone returns, within the clearance.
-        n -= simulate([layer], CHUNK).withheld
-        if not n:
-            st.info("No record of this layer the context sees is within your clearance.")
-            continue
+        # A layer lists what a retrieve of that layer alone returns, within the clearance (the
+        # counts are over what it sees already).
         listed = records_returned(n, 0)
         offset = pager(listed, f"{K}_page_{layer}")
         sub = simulate([layer], materialized(offset + PAGE_SIZE))
@@ -266,7 +303,7 @@ for tab, layer in zip(tabs[1:-1], layer_names):
 def why_hidden(record_id: str) -> str:
     """The engine's reasons for the hidden verdict (the ones that say so; all when none does)."""
     try:
-        reasons = gate.explain(m, record_id, trust, clearance, as_of=when, min_salience=float(min_salience)).reasons
+        reasons = view.explain(record_id, trust, as_of=when, min_salience=float(min_salience)).reasons
     except NotFoundError:
         return "(no longer in the store)"
     return "; ".join([r for r in reasons if "hidden" in r] or reasons)
@@ -276,19 +313,19 @@ with tabs[-1]:
     if tabs[-1].open:
         st.caption("Records this context does not see at all, with the engine's reason for each. The "
                    "simulated agent learns nothing of them, not even that they exist.")
-        first = hidden_records(m, trust, clearance, list(params.memory_types), 0, 0)
-        if first.total > first.seen:
-            st.info(f"{plural(first.total - first.seen, 'hidden record')} beyond your clearance: counted, not listed.",
-                    icon=":material/lock:")
-        if not first.total:
-            st.info("This context sees every record of these layers (in full or redacted).")
+        first = view.hidden_records(trust, list(params.memory_types), offset=0, limit=0)
+        # Only those within your clearance: how many beyond it this context does not see would
+        # tell which scopes and levels they have.
+        if not first.seen:
+            st.info("This context sees every record of these layers within your clearance (in full or redacted).")
         elif first.seen:
             offset = pager(first.seen, f"{K}_page_hidden")
-            hp = hidden_records(m, trust, clearance, list(params.memory_types), offset, PAGE_SIZE)
+            hp = view.hidden_records(trust, list(params.memory_types), offset=offset, limit=PAGE_SIZE)
             ids = [b.id for b in hp.records]
             # Named by what it says only when your clearance sees it in full; a record it sees
             # redacted is named as explain may name it: id, type, sensitivity and scope.
-            names = {rid: n for rid, n in record_labels(m, ids, clearance).items() if not n.startswith("redacted ")}
+            names = distinct_names({rid: n for rid, n in view.labels(ids).items()
+                                    if not n.startswith("redacted ")})
             rows = [{"record": clean(names.get(b.id, "(beyond your clearance: metadata only)"), 120),
                      "why hidden": clean(why_hidden(b.id), 1000), "type": b.type, "sensitivity": b.sensitivity,
                      "scope": clean(b.scope, 200) if b.scope else "(unscoped)", "id": clean(b.id, 200),
@@ -309,7 +346,6 @@ with st.expander("Explain any record (including hidden ones)"):
     rid = st.text_input("Record id", key=f"{K}_explain_id")
     if rid.strip():
         try:
-            show_explanation(gate.explain(m, rid.strip(), trust, clearance, as_of=when,
-                                          min_salience=float(min_salience)))
+            show_explanation(view.explain(rid.strip(), trust, as_of=when, min_salience=float(min_salience)))
         except NotFoundError:
             st.error(f"No record with id {md(rid, 200)} within your clearance.")

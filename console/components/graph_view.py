@@ -10,7 +10,7 @@ is not worth a component served in its own iframe and one more dependency (READM
 page", has the comparison).
 
 Only what the caller passes is drawn: the caller passes a graph already gated for the agent's
-context and the operator's clearance (``membrane_engine.graph.within``).
+context and the operator's clearance (``OperatorView.graph`` and ``neighbourhood``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ import streamlit as st
 
 from console.components.chart_safety import PALETTE, plot_text, short_id, tidy
 from console.components.safe import clean
-from membrane_engine.graph import RetrieveGraphResponse
-from membrane_engine.schema import MemoryRecord
+from membrane_engine import MemoryRecord, RetrieveGraphResponse
 
 TYPE_COLORS = {"working": PALETTE[5], "entity": PALETTE[3], "semantic": PALETTE[0], "competence": PALETTE[2],
                "plan_graph": PALETTE[4], "episodic": PALETTE[1]}
@@ -193,21 +192,16 @@ def render_graph(graph: RetrieveGraphResponse, key: str, predicates: list[str] |
         st.dataframe(node_table(graph), hide_index=True, width="stretch", key=f"{key}_nodes", column_config=NODE_COLUMNS)
 
 
-def neighbourhood(membrane, record_id: str, key: str, as_of=None) -> None:
+def neighbourhood(view, record_id: str, key: str, as_of=None) -> None:
     """The record explorer's neighbourhood view: the records linked to one record both ways
-    (supersedes chains, derived_from, contested_by, entity mentions), under the signed-in
-    operator's clearance, in an expander drawn on demand."""
-    from console import auth
+    (supersedes chains, derived_from, contested_by, entity mentions), through the operator's
+    view (``view.neighbourhood``: cut to the clearance), in an expander drawn on demand."""
     from membrane_engine.errors import MembraneError
 
     with st.expander("Neighbourhood graph", icon=":material/hub:"):
-        operator = auth.current()
-        if operator is None:
-            st.info("Sign in to see the neighbourhood: it is limited to your clearance.")
-            return
         hops = st.segmented_control("Hops", [1, 2, 3], default=2, key=f"{key}_hops")
         try:
-            graph = membrane.neighbourhood(record_id, operator.clearance, max_hops=hops or 2, as_of=as_of)
+            graph, _ = view.neighbourhood(record_id, view.clearance, max_hops=hops or 2, as_of=as_of)
         except MembraneError as exc:
             st.error(f"The engine refused: {clean(exc, 300)}")
             return
