@@ -74,7 +74,7 @@ show_ignored_parameters(K)
 for problem in st.session_state.get(f"{K}_link_problems", []):
     st.warning(md(problem, 300), icon=":material/link_off:")
 
-controls, results = st.columns([2, 5], gap="large")
+controls, results = st.columns([2, 4], gap="medium")  # the form stays readable at 1024 px
 with controls:
     st.subheader("Agent and task")
     # Only the scopes of records your clearance sees are offered (a scope is a label too).
@@ -84,10 +84,10 @@ with controls:
     types = st.multiselect("Memory types of the roots", LAYERS, key=f"{K}_types", help="Empty: every type")
     hops = st.segmented_control("Hops from the roots", list(HOPS), key=f"{K}_hops",
                                 help="How far the walk over relations goes; none: the roots only")
-    c = st.columns(3)
-    root_limit = c[0].number_input("Roots", 1, 100, key=f"{K}_roots")
-    node_limit = c[1].number_input("Nodes", 1, 500, key=f"{K}_nodes")
-    edge_limit = c[2].number_input("Edges", 1, 2000, key=f"{K}_edges")
+    # One above the other: three side by side in the form's column cut the numbers at 1024 px.
+    root_limit = st.number_input("Roots, at most", 1, 100, key=f"{K}_roots")
+    node_limit = st.number_input("Nodes, at most", 1, 500, key=f"{K}_nodes")
+    edge_limit = st.number_input("Edges, at most", 1, 2000, key=f"{K}_edges")
     as_of = as_of_input(f"{K}_as_of", label="As of (UTC)", help="Salience S(t) at this instant")
 
 query = RequestParams(trust=trust, task=task, memory_types=tuple(t for t in LAYERS if t in types), as_of=as_of).to_query()

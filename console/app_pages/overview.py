@@ -35,13 +35,14 @@ HELP = {
     "avg_confidence": "The mean of the records' stored confidence (0 to 1).",
     "memory_growth_rate": "Records created in the 24 hours before the instant, divided by the records counted.",
     "revision_rate": "(revise + fork + merge audit entries) divided by all audit entries, up to the instant.",
-    "retrieval_usefulness": "reinforce audit entries divided by all audit entries, up to the instant.",
-    "competence_success_rate": "The mean of the stored performance.success_rate of the competence records that "
-                               "have a performance block (as Membrane's GetMetrics; the selector's success signal "
+    "retrieval_usefulness": "Retrieval usefulness: reinforce audit entries divided by all audit entries, up to the "
+                            "instant.",
+    "competence_success_rate": "Competence success rate: the mean of the stored performance.success_rate of the "
+                               "competence records that have a performance block (as Membrane's GetMetrics; the selector's success signal "
                                "is computed differently).",
     "plan_reuse_frequency": "The mean execution_count of the plan_graph records that have metrics.",
-    "unknown_sensitivity": "Records whose sensitivity is not one of the known levels: the engine hides them "
-                           "from every trust context.",
+    "unknown_sensitivity": "Unknown sensitivity: records whose sensitivity is not one of the known levels: the "
+                           "engine hides them from every trust context.",
 }
 
 
@@ -101,11 +102,11 @@ row2[0].metric("Avg salience", f"{metrics['avg_salience']:.3f}", help=HELP["avg_
 row2[1].metric("Avg confidence", f"{metrics['avg_confidence']:.3f}", help=HELP["avg_confidence"])
 row2[2].metric("Growth (24 h)", f"{metrics['memory_growth_rate']:.1%}", help=HELP["memory_growth_rate"])
 row2[3].metric("Revision rate", f"{metrics['revision_rate']:.1%}", help=HELP["revision_rate"])
-row3 = st.columns(4)
-row3[0].metric("Retrieval usefulness", f"{metrics['retrieval_usefulness']:.1%}", help=HELP["retrieval_usefulness"])
-row3[1].metric("Competence success", f"{metrics['competence_success_rate']:.1%}", help=HELP["competence_success_rate"])
+row3 = st.columns(4)  # labels short enough to read whole at 1024 px; the help says more
+row3[0].metric("Usefulness", f"{metrics['retrieval_usefulness']:.1%}", help=HELP["retrieval_usefulness"])
+row3[1].metric("Skill success", f"{metrics['competence_success_rate']:.1%}", help=HELP["competence_success_rate"])
 row3[2].metric("Plan reuse", f"{metrics['plan_reuse_frequency']:.1f}", help=HELP["plan_reuse_frequency"])
-row3[3].metric("Unknown sensitivity", f"{breakdown['unknown_sensitivity']:,}", help=HELP["unknown_sensitivity"])
+row3[3].metric("Unlabelled", f"{breakdown['unknown_sensitivity']:,}", help=HELP["unknown_sensitivity"])
 
 if not metrics["total_records"]:
     if as_of is not None and view.count():

@@ -10,14 +10,14 @@ UTC = timezone.utc
 
 
 def instant_input(label: str, key: str, default: datetime, help: str | None = None) -> datetime:
-    """A date and a time side by side, read as UTC; returns an aware datetime."""
+    """A date above a time, read as UTC; returns an aware datetime. (Side by side, in a page's
+    form column, the date was cut at 1024 px.)"""
     default = default.astimezone(UTC)
     if f"{key}_date" not in st.session_state:
         st.session_state[f"{key}_date"] = default.date()
         st.session_state[f"{key}_time"] = default.time().replace(second=0, microsecond=0, tzinfo=None)
-    col_d, col_t = st.columns([3, 2])
-    day = col_d.date_input(f"{label} (UTC date)", key=f"{key}_date", help=help)
-    moment = col_t.time_input("time (UTC)", key=f"{key}_time", step=900)
+    day = st.date_input(f"{label} (UTC date)", key=f"{key}_date", help=help)
+    moment = st.time_input(f"{label} (UTC time)", key=f"{key}_time", step=900)
     return datetime.combine(day, moment or time(0, 0), tzinfo=UTC)
 
 
