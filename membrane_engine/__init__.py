@@ -44,8 +44,8 @@ from .clearance import ACCESS_LOG_LEVEL_ENV, access_log_level  # group M2: the e
 from .salience import columns_of, salience_at, time_below  # group M2: curves of in-memory profiles, no store
 from .salience import PRUNE_THRESHOLD
 from .sample import sample_store_path
-from .schema import (CANONICAL_LAYER_ORDER, AuditAction, RevisionStatus, format_time, parse_time, to_epoch,
-                     validate_record)
+from .schema import (CANONICAL_LAYER_ORDER, MAX_RATIONALE_LENGTH, MAX_REF_LENGTH, MAX_SEARCH_TEXT_LENGTH,
+                     MAX_TASK_LENGTH, AuditAction, RevisionStatus, format_time, parse_time, to_epoch, validate_record)
 from .storage.columns import TYPE_NAMES
 from .storage.store import default_url
 from .trust import covers, decide, narrowest, stricter
@@ -66,5 +66,5 @@ __all__ = [
     "default_url", "Policy", "PolicyError", "Report", "Outcome", "Offender", "load_policy", "parse_policy",
     "AccessChange", "diff_policy_snapshots", "read_policy_snapshot", "covers",
     "export_root", "new_export_file", "install_private_cleanup", "sweep_stale_private", "track_private",
-    "untrack_private",
+    "untrack_private", "MAX_RATIONALE_LENGTH", "MAX_REF_LENGTH", "MAX_SEARCH_TEXT_LENGTH", "MAX_TASK_LENGTH",
 ]

@@ -19,7 +19,8 @@ from console.components.exposure_view import preview_profiles, show_exposures, w
 from console.components.plan_view import outcome_line, plan_names, render_plan, status_of
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
-from membrane_engine import ACTION_ROLES, Role, Sensitivity, permits, plan_exposures
+from membrane_engine import (ACTION_ROLES, MAX_RATIONALE_LENGTH, MAX_REF_LENGTH, Role, Sensitivity, permits,
+                             plan_exposures)
 from membrane_engine.errors import MembraneError, ValidationError
 
 # op -> (label, what it does, destructive, targets): targets "each" = every selected record on its
@@ -160,7 +161,7 @@ if op == "reinforce":
 elif op == "penalize":
     extra = [st.number_input("Amount", min_value=0.0, value=0.1, step=0.05, format="%.3f", key="curate_amount")]
 elif op == "contest":
-    ref = st.text_input("Contesting reference", key="curate_ref",
+    ref = st.text_input("Contesting reference", key="curate_ref", max_chars=MAX_REF_LENGTH,
                         help="A record id (a contested_by relation is added) or an external reference").strip()
     extra = [ref]
     if not ref:
@@ -209,7 +210,7 @@ elif targets in ("one", "many"):
         except ValueError as exc:
             problems_before_preview.append(f"The new record is not valid JSON: {exc}")
 
-rationale = st.text_area("Rationale", key="curate_rationale", height=80,
+rationale = st.text_area("Rationale", key="curate_rationale", height=80, max_chars=MAX_RATIONALE_LENGTH,
                          placeholder="Why: it becomes the audit entry's rationale").strip()
 
 # ----------------------------------------------------------------------------- calls

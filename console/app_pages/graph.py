@@ -22,7 +22,8 @@ from console.components.time_input import as_of_input
 from console.components.trust_form import (LAYERS, RequestParams, seed_request_form, show_ignored_parameters,
                                            trust_context_form)
 from console.components.words import plural
-from membrane_engine import DEFAULT_EDGE_LIMIT, DEFAULT_NODE_LIMIT, DEFAULT_ROOT_LIMIT, RetrieveGraphRequest
+from membrane_engine import (DEFAULT_EDGE_LIMIT, DEFAULT_NODE_LIMIT, DEFAULT_ROOT_LIMIT, MAX_TASK_LENGTH,
+                             RetrieveGraphRequest)
 
 K = "gr"
 HOPS = {"1": 1, "2": 2, "3": 3, "none": -1}
@@ -79,7 +80,7 @@ with controls:
     st.subheader("Agent and task")
     # Only the scopes of records your clearance sees are offered (a scope is a label too).
     trust = trust_context_form(K, view.scopes())
-    task = st.text_input("Task descriptor", key=f"{K}_task", placeholder="e.g. fix flaky pytest test in CI",
+    task = st.text_input("Task descriptor", key=f"{K}_task", max_chars=MAX_TASK_LENGTH, placeholder="e.g. fix flaky pytest test in CI",
                          help="Ranks the roots (and finds entities it names); empty ranks by salience")
     types = st.multiselect("Memory types of the roots", LAYERS, key=f"{K}_types", help="Empty: every type")
     hops = st.segmented_control("Hops from the roots", list(HOPS), key=f"{K}_hops",

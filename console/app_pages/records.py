@@ -23,7 +23,7 @@ from console.components.record_detail import render_record
 from console.components.safe import clean, md
 from console.components.time_input import as_of_input
 from console.components.trust_form import LAYERS, SENSITIVITIES
-from membrane_engine import NO_STATUS, SORTS, Filters, RevisionStatus, format_time
+from membrane_engine import MAX_SEARCH_TEXT_LENGTH, NO_STATUS, SORTS, Filters, RevisionStatus, format_time
 from membrane_engine.errors import MembraneError, NotFoundError
 
 K = "rx"
@@ -118,7 +118,7 @@ if f"{K}_id_box" not in st.session_state:
 
 with st.container(border=True):
     c = st.columns([3, 2, 2, 2])
-    text = c[0].text_input("Search", key=f"{K}_text", placeholder="id, tag or any text in the record",
+    text = c[0].text_input("Search", key=f"{K}_text", max_chars=MAX_SEARCH_TEXT_LENGTH, placeholder="id, tag or any text in the record",
                            help="Case-insensitive substring of the id, a tag or anything in the record's JSON")
     types = c[1].multiselect("Type", LAYERS, key=f"{K}_types")
     sens = c[2].multiselect("Sensitivity", SENSITIVITIES, key=f"{K}_sens")

@@ -22,7 +22,7 @@ from console.components.clearance import clearance_caption, key_of, operator_vie
 from console.components.plan_view import outcome_line, plan_names, render_plan
 from console.components.safe import clean, md
 from console.components.words import plural
-from membrane_engine import format_time
+from membrane_engine import MAX_RATIONALE_LENGTH, format_time
 from membrane_engine.errors import MembraneError
 
 K = "rv"
@@ -176,7 +176,7 @@ if resolvable:
                     problems.append("The new record must be a JSON object.")
             except ValueError as exc:
                 problems.append(f"The new record is not valid JSON: {exc}")
-        rationale = st.text_input("Rationale", key=f"{K}_rationale",
+        rationale = st.text_input("Rationale", key=f"{K}_rationale", max_chars=MAX_RATIONALE_LENGTH,
                                   placeholder="Why: it becomes the audit entry's rationale").strip()
 
         def call_args() -> list[Any]:

@@ -16,7 +16,7 @@ from console.components.trust_form import RequestParams, fill, params_from_query
 from console.components.when import UTC, instant_input
 from console.components.words import distinct_names, number, plural
 from console.state import TRUST_FIELDS
-from membrane_engine import RetrieveRequest, confidence_terms
+from membrane_engine import MAX_TASK_LENGTH, RetrieveRequest, confidence_terms
 from membrane_engine import label as record_label
 from membrane_engine.errors import MembraneError
 
@@ -67,7 +67,7 @@ controls, results = st.columns([2, 3], gap="large")
 with controls:
     st.subheader("Request")
     trust = trust_context_form("sel", view.scopes())
-    task = st.text_input("Task descriptor", key="sel_task",
+    task = st.text_input("Task descriptor", key="sel_task", max_chars=MAX_TASK_LENGTH,
                          help="Passed to the selector: with the ranking provider on (the default), applicability is the "
                               "similarity of each candidate's text to this task")
     as_of = instant_input("As of", "sel_as_of", now, help="Recency and S(t) are evaluated at this instant")

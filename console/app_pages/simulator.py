@@ -21,7 +21,7 @@ from console.components.time_input import as_of_input
 from console.components.trust_form import (LAYERS, RequestParams, seed_request_form, show_ignored_parameters,
                                            trust_context_form)
 from console.components.words import distinct_names, plural
-from membrane_engine import MAX_LIMIT, OperatorView, RetrieveRequest, TrustContext, records_returned
+from membrane_engine import MAX_LIMIT, MAX_TASK_LENGTH, OperatorView, RetrieveRequest, TrustContext, records_returned
 from membrane_engine import label as record_label
 from membrane_engine.errors import MembraneError, NotFoundError
 
@@ -66,7 +66,7 @@ with form_left:
     trust = trust_context_form(K, view.scopes())
 with form_right:
     st.subheader("Request")
-    task = st.text_input("Task descriptor", key=f"{K}_task", help="What the agent is about to do (used by the selector)")
+    task = st.text_input("Task descriptor", key=f"{K}_task", max_chars=MAX_TASK_LENGTH, help="What the agent is about to do (used by the selector)")
     types = st.multiselect("Memory types", LAYERS, key=f"{K}_types", help="Empty means every layer")
     c1, c2 = st.columns(2)
     min_salience = c1.number_input("Min salience", min_value=0.0, step=0.05, format="%.3f", key=f"{K}_min_salience",

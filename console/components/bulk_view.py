@@ -19,7 +19,7 @@ import streamlit as st
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.safe import clean, md
 from console.components.words import plural
-from membrane_engine import OperatorView, Sensitivity, permits, plan_exposures
+from membrane_engine import MAX_RATIONALE_LENGTH, MAX_REF_LENGTH, OperatorView, Sensitivity, permits, plan_exposures
 from membrane_engine.errors import MembraneError
 
 # op -> (label, what it does, destructive)
@@ -47,7 +47,7 @@ def _params(op: str, key: str) -> tuple[dict[str, Any], list[str]]:
     elif op == "penalize":
         params["amount"] = st.number_input("Amount", min_value=0.0, value=0.1, step=0.05, format="%.3f", key=f"{key}_amount")
     elif op == "contest":
-        ref = st.text_input("Contesting reference", key=f"{key}_ref",
+        ref = st.text_input("Contesting reference", key=f"{key}_ref", max_chars=MAX_REF_LENGTH,
                             help="A record id (a contested_by relation is added) or an external reference").strip()
         params["contesting_ref"] = ref
         if not ref:
@@ -151,7 +151,7 @@ def bulk_panel(view: OperatorView, ids: list[str], key: str, ops: list[str] | No
     allowed, why_not = permits(operator, op)
     st.caption(what)
     params, missing = _params(op, key)
-    rationale = st.text_input("Rationale", key=f"{key}_rationale",
+    rationale = st.text_input("Rationale", key=f"{key}_rationale", max_chars=MAX_RATIONALE_LENGTH,
                               placeholder="Why: it becomes every audit entry's rationale").strip()
     if not allowed:
         st.info(f"{label} is not available to you: {why_not}.", icon=":material/lock:")

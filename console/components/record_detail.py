@@ -17,7 +17,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from membrane_engine import MemoryRecord, MemoryType, OperatorView, format_time, kind_of, plan_exposures
+from membrane_engine import (MAX_RATIONALE_LENGTH, MemoryRecord, MemoryType, OperatorView, format_time,
+                             kind_of, plan_exposures)
 from membrane_engine.errors import MembraneError
 
 from .audit_table import action_color
@@ -324,7 +325,7 @@ def _restore(view: OperatorView, record: MemoryRecord, past: MemoryRecord, when:
         return
     st.markdown("**Restore this version**: brings back its sensitivity, scope, tags, pinned, revision status and "
                 "relations; its salience then, re-anchored now. One audit entry names the version.")
-    rationale = st.text_input("Why restore it?", key=f"{key}_hist_why", placeholder="required: the audit entry keeps it")
+    rationale = st.text_input("Why restore it?", key=f"{key}_hist_why", max_chars=MAX_RATIONALE_LENGTH, placeholder="required: the audit entry keeps it")
     if not rationale.strip():
         return
     try:

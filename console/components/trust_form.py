@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import streamlit as st
 
 from console.state import TRUST_FIELDS
-from membrane_engine import CANONICAL_LAYER_ORDER, Sensitivity, TrustContext, parse_time
+from membrane_engine import CANONICAL_LAYER_ORDER, MAX_TASK_LENGTH, Sensitivity, TrustContext, parse_time
 
 from .safe import md
 
@@ -102,7 +102,11 @@ def params_from_query(query: dict[str, str]) -> tuple[dict, list[str]]:
         except ValueError:
             problems.append(f"as_of {query['as_of']!r} is not an ISO 8601 time")
     if "task" in query:
-        out["task"] = query["task"]
+        if len(query["task"]) > MAX_TASK_LENGTH:  # the engine refuses it; a link must not stall the page
+            problems.append(f"task of {len(query['task']):,} characters: a task descriptor has at most "
+                            f"{MAX_TASK_LENGTH:,}")
+        else:
+            out["task"] = query["task"]
     return out, problems
 
 

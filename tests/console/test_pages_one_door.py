@@ -84,6 +84,15 @@ def test_selector_names_every_ignored_link_parameter(store):
     assert at.slider(key="sel_threshold").value == pytest.approx(0.7)
 
 
+@pytest.mark.parametrize("page", ["selector", "simulator", "graph"])
+def test_a_task_longer_than_the_engine_takes_is_named_not_used(store, page):
+    at = opened(page, {"task": "x" * 45_000})
+    warnings = texts(at.warning)
+    assert "task of 45,000 characters: a task descriptor has at most 2,000" in warnings
+    assert not [e for e in at.error if "task_descriptor" in e.value]  # nothing was sent to the engine
+    assert "x" * 2001 not in "".join(str(v) for v in at.query_params.values())
+
+
 def test_graph_names_every_ignored_link_parameter(store):
     at = opened("graph", {"hops": "9", "roots": "abc", "nodes": "0", "edges": "12", "max_hops": "abc"})
     warnings = texts(at.warning)
