@@ -236,10 +236,14 @@ class OperatorView:
     # retrieval as an agent would get it, shown through the clearance ----------------------------
 
     def simulate(self, request: RetrieveRequest, counts: bool = True) -> Simulation:
-        """The request's retrieval as the clearance may see it (``clearance.simulate``): counts
-        over what it sees, the records beyond it the one total ``withheld``."""
+        """The request's retrieval as the clearance may see it (``clearance.simulate``): counts,
+        the number matching and the selector's decision over what it sees. ``withheld`` is 0:
+        how many matching records lie beyond the clearance would change with the simulated
+        context, and so tell, context by context, where hidden records are; the store's one
+        total is ``beyond_clearance()``."""
         operator, clearance = self._reader()
         out = gate.simulate(self._m, request, clearance, counts)
+        out = replace(out, total_matching=out.total_matching - out.withheld, withheld=0)
         out = self._selection_within(out, clearance)  # group M1
         selected = out.response.selection.selected if out.response.selection is not None else []
         self._looked(operator, [*out.response.records, *selected])

@@ -198,7 +198,7 @@ def test_a_simulation_counts_only_what_the_clearance_sees(store):
     ids = {r.id for r in sim.response.records}
     assert ids <= {"a-low", "b-medium", "c-low", "d-public", "g-episodic"} and "e-hyper" not in ids
     counted = sum(c.full + c.redacted + c.hidden + c.below_min_salience for c in sim.counts.values())
-    assert counted == 5 and sim.withheld == 2
+    assert counted == 5 and sim.withheld == 0 and store.as_operator("cur").beyond_clearance() == 2
     assert next(r for r in sim.response.records if r.id == "b-medium").redacted
 
 
@@ -257,3 +257,15 @@ def test_a_preview_made_by_one_operator_cannot_be_applied_by_another(store):
     preview = store.as_operator("root").bulk_preview("pin", ["a-low"], "x")
     with pytest.raises(AccessDeniedError, match="operator:root"):
         store.as_operator("low-admin").bulk_apply(preview)
+
+
+def test_no_number_of_a_simulation_moves_with_a_scope_the_clearance_does_not_see(store):
+    # A viewer probing scope names: "vault" holds only e-hyper, which the clearance does not see.
+    view = store.as_operator("cur")
+    with_vault = view.simulate(RetrieveRequest(trust=trust("hyper", ["alpha", "vault"]), limit=0))
+    without = view.simulate(RetrieveRequest(trust=trust("hyper", ["alpha", "nothing-here"]), limit=0))
+    for sim in (with_vault, without):
+        assert sim.withheld == 0
+    assert with_vault.total_matching == without.total_matching
+    assert with_vault.counts == without.counts and with_vault.revised == without.revised
+    assert [r.id for r in with_vault.response.records] == [r.id for r in without.response.records]
