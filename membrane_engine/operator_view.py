@@ -273,10 +273,17 @@ class OperatorView:
         return records
 
     def graph(self, request: RetrieveGraphRequest) -> tuple[RetrieveGraphResponse, int]:
-        """The agent's graph (SPEC 9) cut to the clearance (``graph.within``): no edge out of a
-        node it sees redacted, no node reached only through what it withholds; and how many
-        nodes were withheld (one total)."""
+        """The agent's graph (SPEC 9) as far as the clearance sees it: the request is run for the
+        stricter of the agent's context and the clearance (``trust.narrowest``), so roots, walk
+        and limits are over records the clearance sees (a count of roots or nodes short of the
+        limits would otherwise tell of hidden ones), then cut by ``graph.within``: no edge out of
+        a node it sees redacted, no node reached only through one. Returns the graph and how many
+        nodes ``within`` dropped (records the clearance sees)."""
         operator, clearance = self._reader()
+        if isinstance(request, dict):
+            request = RetrieveGraphRequest(**request)
+        if isinstance(request, RetrieveGraphRequest) and request.trust is not None:
+            request = request.model_copy(update={"trust": narrowest(as_trust(request.trust), clearance)})
         response, withheld = within(self._m.retrieve_graph(request), clearance)
         self._looked(operator, [n.record for n in response.nodes])
         return response, withheld

@@ -232,7 +232,16 @@ def test_the_graph_keeps_no_relation_of_a_redacted_node_nor_what_only_it_reaches
     assert all(not nodes[e.source_id].record.redacted for e in graph.edges)
     # The walk a-low -> b-medium (seen redacted) -> c-low: c-low is reached only through b-medium.
     assert agent.root_ids == graph.root_ids == ["a-low"] and "c-low" in {n.record.id for n in agent.nodes}
-    assert nodes["b-medium"].record.redacted and set(nodes) == {"a-low", "b-medium"} and withheld == 1
+    assert nodes["b-medium"].record.redacted and set(nodes) == {"a-low", "b-medium"}
+    # The roots, the walk and the limits are over what the clearance sees: no count tells of hidden
+    # records, whatever scopes the agent's context names.
+    probe = request.model_copy(update={"trust": trust("hyper", ["alpha", "vault"]), "memory_types": [],
+                                       "root_limit": 10})
+    other = request.model_copy(update={"trust": trust("hyper", ["alpha", "nothing-here"]), "memory_types": [],
+                                       "root_limit": 10})
+    a, b = store.as_operator("cur").graph(probe), store.as_operator("cur").graph(other)
+    assert ([n.record.id for n in a[0].nodes], a[0].root_ids, a[1]) == ([n.record.id for n in b[0].nodes],
+                                                                         b[0].root_ids, b[1])
 
 
 # ------------------------------------------------------------------------------ who looked
