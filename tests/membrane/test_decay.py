@@ -71,7 +71,11 @@ def test_service_apply_decay_reinforce_and_penalize(mem: Membrane):
 
 def test_decay_future_timestamp_reinforce_cap_and_penalty_above_floor(mem: Membrane):
     """decay_test.go TestDecayFutureTimestampReinforceCapAndPenaltyAboveFloor"""
-    mem.import_records([new_record("future-decay", T0 + timedelta(hours=1)) | {"created_at": iso(T0)},
+    # Only its reinforcement lies in the future: an imported audit entry dated after the import is
+    # refused (an imported history cannot come from the future), so its create entry is at T0.
+    future = new_record("future-decay", T0 + timedelta(hours=1))
+    future |= {"created_at": iso(T0), "audit_log": [dict(future["audit_log"][0], timestamp=iso(T0))]}
+    mem.import_records([future,
                         new_record("cap-reinforce", T0, reinforcement_gain=0.2) | {"salience": 0.95},
                         new_record("small-penalty", T0, min_salience=0.1)])
     assert mem.get("future-decay").salience == pytest.approx(0.8, abs=1e-4)

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from membrane_engine import Membrane, RetrieveRequest, TrustContext
+from membrane_engine import MAX_RATIONALE_LENGTH, Membrane, RetrieveRequest, TrustContext
+from membrane_engine.errors import ValidationError
 from membrane_engine.schema import go_empty
 
 import hostile_store as hs
@@ -139,11 +140,16 @@ def test_curation_with_hostile_actor_and_rationale(membrane: Membrane):
     membrane.contest(semantic, s["js_url"], actor, rationale)
     new = hs.copy_records([BY_ID[semantic]])[0]
     new.update(id=s["img_onerror"] + " v2", audit_log=[], relations=[])
-    membrane.supersede(semantic, new, s["emoji_zwj"], s["long"])
+    # A rationale longer than the engine keeps is refused whole, naming the limit; one at the limit
+    # is kept verbatim.
+    with pytest.raises(ValidationError, match="rationale is 100000 characters; the limit is 4000"):
+        membrane.supersede(semantic, new, s["emoji_zwj"], s["long"])
+    longest = s["long"][:MAX_RATIONALE_LENGTH]
+    membrane.supersede(semantic, new, s["emoji_zwj"], longest)
     assert membrane.verify_audit() == []
     log = membrane.audit_log(competence)
     assert (log[-1].actor, log[-1].rationale) == (actor, rationale)
-    assert membrane.audit_log(new["id"])[-1].rationale.endswith(s["long"])
+    assert membrane.audit_log(new["id"])[-1].rationale.endswith(longest)
     assert membrane.get(new["id"]).payload.object == BY_ID[semantic]["payload"]["object"]
 
 
