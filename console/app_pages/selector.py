@@ -179,16 +179,17 @@ with results:
     shown_terms = [s for s in signals[:2] if math.isfinite(s.score)]
     if shown_terms:
         st.caption("Each score is the mean of three signals: " + "; ".join(
-            f"{'best' if k == 0 else 'runner-up'} {clean(names[s.record_id], 60)}: ({s.applicability:.4f} + "
+            f"{'best' if k == 0 else 'runner-up'} {md(names[s.record_id], 60)}: ({s.applicability:.4f} + "
             f"{s.success:.4f} + {s.recency:.4f}) / 3 = {s.score:.4f}" for k, s in enumerate(shown_terms)))
     listed = [s.score for s in signals[:2]]
     if any(math.isfinite(x) and (y is None or abs(x - y) > 1e-9) for x, y in zip(listed, (terms.best, terms.second))):
         st.caption("One of the two best candidates by score is beyond your clearance: its score is in the formula, "
                    "not its record (the names below are the best ones within your clearance).")
 
-    st.text(f"Selected: {clean(names[best.record_id], 140)}", help=f"id {clean(best.record_id, 200)}")
+    # The help of an element is Markdown: the id is data, escaped as such.
+    st.text(f"Selected: {clean(names[best.record_id], 140)}", help=f"id {md(best.record_id, 200)}")
     if runner is not None:
-        st.text(f"Runner-up: {clean(names[runner.record_id], 140)}", help=f"id {clean(runner.record_id, 200)}")
+        st.text(f"Runner-up: {clean(names[runner.record_id], 140)}", help=f"id {md(runner.record_id, 200)}")
 
 # The candidates below the two columns, at the page's full width: the table's scores fit
 # without scrolling sideways.

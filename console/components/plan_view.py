@@ -94,7 +94,7 @@ def render_plan(plan: Any, key: str, names: dict[str, str] | None = None, show_r
     for k, change in enumerate(plan.changes):
         with st.container(border=True):
             st.markdown(f"**{md(_name(names, change.record_id), 160)}** · {what_changes(change)} "
-                        f"({change.after.type.value})", help=f"id {clean(change.record_id, 160)}")
+                        f"({change.after.type.value})", help=f"id {md(change.record_id, 160)}")
             st.dataframe(change_table(change), hide_index=True, key=f"{key}_change_{k}",
                          column_config={"changed": st.column_config.TextColumn("", width="small")})
             if show_records and change.kind in ("create", "restore"):
