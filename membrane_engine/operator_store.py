@@ -4,6 +4,10 @@ append-only, hash-linked log of every change made to them.
 Passwords are kept only as scrypt hashes (memory-hard, from the standard library) and compared
 in constant time. Tokens (a first-run link, a browser session) are random, handed out once, and
 kept only as their sha256: a copy of the store does not let anyone sign in.
+
+Operator and token rows carry a MAC and the log is a chain under the store's audit key
+(row_seal.py): a row written outside the engine signs no one in, and a process without the key
+cannot change a keyed store's operators.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 
-from . import audit
+from . import row_seal
 from .errors import AlreadyExistsError, MembraneError, NotFoundError, ValidationError
 from .operators import Operator, Role
 from .schema import Sensitivity, format_time
@@ -99,10 +103,11 @@ def token_hash(token: str) -> str:
 # ----------------------------------------------------------------------------- the log
 
 
-def _event_hash(prev: str, seq: int, timestamp: str, actor: str, action: str, operator: str, details: str) -> str:
-    # The keyed hash of the record audit chain (HMAC under MEMBRANE_AUDIT_KEY when set), over
-    # this log's own fields: the record id slot names the operator, the position is the seq.
-    return audit.entry_hash(prev, f"operator:{operator}", seq, action, actor, timestamp, details, None)
+def _event_hash(prev: str, seq: int, timestamp: str, actor: str, action: str, operator: str, details: str,
+                seal: row_seal.Seal) -> str:
+    # The hash of the record audit chain (HMAC under the store's audit key when it is keyed),
+    # over this log's own fields: the record id slot names the operator, the position is the seq.
+    return seal.make(row_seal.event_fields(prev, seq, timestamp, actor, action, operator, details))
 
 
 @dataclass(frozen=True)
@@ -165,9 +170,12 @@ class Operators:
             return conn.execute(select(func.count()).select_from(operators)).scalar_one()
 
     def get(self, name: str) -> Operator:
+        """The operator named ``name``; OperatorNotFoundError when there is none, or when its row
+        does not verify (written outside the engine: row_seal.py), so no role check trusts it."""
         with self.store.read() as conn:
             row = conn.execute(select(operators).where(operators.c.name == name)).first()
-        if row is None:
+            honoured = row is not None and row_seal.operator_holds(conn, row)
+        if not honoured:
             raise OperatorNotFoundError(name)
         return self._operator(row)
 
@@ -178,13 +186,23 @@ class Operators:
             return None
         with self.store.read() as conn:
             row = conn.execute(select(operators).where(func.lower(operators.c.email) == email.strip().lower())).first()
-        return None if row is None else self._operator(row)
+            honoured = row is not None and row_seal.operator_holds(conn, row)
+        return self._operator(row) if honoured else None
 
     def has_password(self) -> bool:
         """Does any operator have a password (local sign-in is possible)?"""
         with self.store.read() as conn:
             return conn.execute(select(func.count()).select_from(operators)
                                 .where(operators.c.password_hash.is_not(None))).scalar_one() > 0
+
+    def roster(self) -> list[tuple[Operator, bool, bool]]:
+        """Every operator with whether a password is set and whether the row verifies (one
+        written or changed outside the engine does not: row_seal.py), by name. For the admins'
+        page; never the password or its hash."""
+        with self.store.read() as conn:
+            seal = row_seal.reading(conn)
+            return [(self._operator(r), r.password_hash is not None, row_seal.operator_holds(conn, r, seal))
+                    for r in conn.execute(select(operators).order_by(operators.c.name)).all()]
 
     def events(self, operator: str | None = None) -> list[OperatorEvent]:
         q = select(operator_events).order_by(operator_events.c.seq)
@@ -196,15 +214,8 @@ class Operators:
 
     def verify_events(self) -> list[str]:
         """Problems of the operator log's hash chain (an edited, removed or reordered entry)."""
-        problems, prev = [], GENESIS
         with self.store.read() as conn:
-            for r in conn.execute(select(operator_events).order_by(operator_events.c.seq)):
-                if r.prev_hash != prev:
-                    problems.append(f"operator event {r.seq}: prev_hash does not match the entry before it")
-                if _event_hash(r.prev_hash, r.seq, r.timestamp, r.actor, r.action, r.operator, r.details) != r.hash:
-                    problems.append(f"operator event {r.seq}: hash does not match its content")
-                prev = r.hash
-        return problems
+            return [f"operator {where}: {text}" for where, text in row_seal.event_problems(conn)]
 
     # writing -----------------------------------------------------------------------
 
@@ -213,16 +224,21 @@ class Operators:
             raise ValidationError(f"actor must be a non-empty string (got {actor!r})", [("actor", repr(actor))])
         # The newest entry, read inside this write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL:
         # FOR UPDATE on it), so two writers cannot both link to it.
-        q = select(operator_events.c.seq, operator_events.c.hash).order_by(operator_events.c.seq.desc()).limit(1)
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql("LOCK TABLE operator_events IN EXCLUSIVE MODE")
-        last = conn.execute(q).first()
-        seq, prev = (last.seq + 1, last.hash) if last else (1, GENESIS)
+        # Refuses a process without the key of a keyed store (AuditKeyError names
+        # MEMBRANE_AUDIT_KEY), before anything of this transaction is committed.
+        seal = row_seal.writing(conn)
+        seq, prev = row_seal.event_tail(conn)
         stamp = format_time(datetime.now(timezone.utc))
         text = json.dumps(details, sort_keys=True)
+        hashed = _event_hash(prev, seq, stamp, actor, action, name, text, seal)
         conn.execute(insert(operator_events).values(
             seq=seq, timestamp=stamp, actor=actor, action=action, operator=name, details=text, prev_hash=prev,
-            hash=_event_hash(prev, seq, stamp, actor, action, name, text)))
+            hash=hashed))
+        row_seal.put_head(conn, seal, row_seal.EVENTS_HEAD, seq, hashed)
+        if action in row_seal.ROW_WRITING:
+            row_seal.seal_operator(conn, seal, name)  # its MAC covers this event: an older copy does not verify
 
     def add(self, name: str, role: Role | str, max_sensitivity: Sensitivity | str, scopes: Any = None,
             password: str | None = None, email: str | None = None, *, actor: str) -> Operator:
@@ -289,6 +305,10 @@ class Operators:
             conn.execute(update(operators).where(operators.c.name == name)
                          .values(password_hash=stored, updated_at=self._clock()))
             self._end_sessions(conn, name)
+            # A first-run link exists to give an operator without a password a way in: once they
+            # have one, an outstanding link would only be a second key lying around.
+            conn.execute(delete(operator_tokens).where((operator_tokens.c.operator == name)
+                                                       & (operator_tokens.c.kind == FIRST_RUN)))
             self._log(conn, actor, "passwd", name, {})
 
     def verify_password(self, name: str, password: str) -> Operator | None:
@@ -297,6 +317,8 @@ class Operators:
         if isinstance(name, str) and NAME_PATTERN.match(name):
             with self.store.read() as conn:
                 row = conn.execute(select(operators).where(operators.c.name == name)).first()
+                if row is not None and not row_seal.operator_holds(conn, row):
+                    row = None  # written outside the engine: as if unknown (same work either way)
         ok = password_matches(password if isinstance(password, str) else "", row.password_hash if row else None)
         return self._operator(row) if ok and row is not None else None
 
@@ -308,31 +330,44 @@ class Operators:
         now = self._clock()
         with self.store.write() as conn:
             self._existing(conn, name)
+            seal = row_seal.writing(conn)  # a keyed store's tokens only from a process with its key
             conn.execute(delete(operator_tokens).where(operator_tokens.c.expires_at < now))
-            conn.execute(insert(operator_tokens).values(token_hash=token_hash(token), kind=kind, operator=name,
-                                                        expires_at=now + ttl))
+            row = {"token_hash": token_hash(token), "kind": kind, "operator": name, "expires_at": now + ttl,
+                   "used_at": None}
+            conn.execute(insert(operator_tokens).values(**row, mac=seal.make(row_seal.token_fields(row))))
             if kind == FIRST_RUN:
                 self._log(conn, actor or "membrane-console", "first_run_link", name, {"expires_in_s": int(ttl)})
         return token
 
     def redeem(self, token: str, kind: str) -> Operator | None:
-        """The operator a live token of ``kind`` belongs to, or None. A first-run token works once:
-        it is marked used in the same statement that checks it."""
+        """The operator a live token of ``kind`` belongs to, or None. A first-run token works once
+        (it is marked used in the same statement that checks it) and only while its operator has
+        no password."""
         if not isinstance(token, str) or not 16 <= len(token) <= 200:
             return None
         h, now = token_hash(token), self._clock()
         live = ((operator_tokens.c.token_hash == h) & (operator_tokens.c.kind == kind)
                 & (operator_tokens.c.expires_at > now) & operator_tokens.c.used_at.is_(None))
         with self.store.write() as conn:
-            row = conn.execute(select(operator_tokens.c.operator).where(live)).first()
+            row = conn.execute(select(operator_tokens).where(live)).first()
             if row is None:
                 return None
+            op = conn.execute(select(operators).where(operators.c.name == row.operator)).first()
+            seal = row_seal.reading(conn)
+            if op is None or not row_seal.token_holds(row, seal) or not row_seal.operator_holds(conn, op, seal):
+                return None  # minted or changed outside the engine (row_seal.py)
             if kind == FIRST_RUN:
-                if conn.execute(update(operator_tokens).where(live).values(used_at=now)).rowcount != 1:
+                # Only for an operator who still has no password (however the password was set:
+                # passwd ends the links, and this holds for a store changed by other means too).
+                if op.password_hash is not None:
+                    return None
+                seal = row_seal.writing(conn)
+                used = row_seal.token_fields({**row._mapping, "used_at": now})
+                if conn.execute(update(operator_tokens).where(live)
+                                .values(used_at=now, mac=seal.make(used))).rowcount != 1:
                     return None
                 self._log(conn, f"operator:{row.operator}", "first_run_used", row.operator, {})
-            op = conn.execute(select(operators).where(operators.c.name == row.operator)).first()
-        return None if op is None else self._operator(op)
+        return self._operator(op)
 
     def session(self, token: str) -> tuple[Operator, float] | None:
         """(operator, expires_at) of a live browser session token, else None. Read-only."""
@@ -340,11 +375,15 @@ class Operators:
             return None
         with self.store.read() as conn:
             row = conn.execute(
-                select(operators, operator_tokens.c.expires_at)
-                .join(operator_tokens, operator_tokens.c.operator == operators.c.name)
+                select(operator_tokens)
                 .where((operator_tokens.c.token_hash == token_hash(token)) & (operator_tokens.c.kind == SESSION)
                        & (operator_tokens.c.expires_at > self._clock()) & operator_tokens.c.used_at.is_(None))).first()
-        return None if row is None else (self._operator(row), row.expires_at)
+            op = None if row is None else conn.execute(select(operators).where(operators.c.name == row.operator)).first()
+            seal = row_seal.reading(conn)
+            # A token row or operator row written outside the engine (its MAC does not hold) signs no one in.
+            if op is None or not row_seal.token_holds(row, seal) or not row_seal.operator_holds(conn, op, seal):
+                return None
+        return self._operator(op), row.expires_at
 
     def end_session(self, token: str) -> None:
         if isinstance(token, str) and token:

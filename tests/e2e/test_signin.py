@@ -153,7 +153,7 @@ def test_a_curator_cannot_delete_and_an_admin_can(server, new_console):
             assert con.page.get_by_role("button", name=re.compile("Apply")).count() == 0
         else:
             # A new operation forgets the records chosen before it: choose the record again.
-            fill_text(con, "Find records by id or tag", rid)
+            fill_text(con, "Find records by id", rid)
             records = con.widget("stMultiSelect", "Records")
             open_dropdown(con, records)
             con.act(lambda: con.page.locator("[role=listbox] [role=option]").first.click())
@@ -353,3 +353,21 @@ def test_a_proxy_header_signs_in_only_when_switched_on(server, tmp_path_factory,
         stranger.context.set_extra_http_headers({"X-Forwarded-User": "eve@example.org"})
         stranger.open("overview")
         assert signed_out(stranger), "an unknown identity got in"
+
+
+def test_a_first_run_link_is_refused_once_the_admin_has_a_password(tmp_path_factory):
+    import urllib.error
+    import urllib.request
+
+    tmp = tmp_path_factory.mktemp("e2e-first-run-passwd")
+    for srv in serve("first-run-passwd", tmp, launcher="cli", operators=False):
+        link = re.search(r"http://\S+/-/first-run\?token=\S+", srv.log_path.read_text()).group(0)
+        m = Membrane.open(srv.db_url, load_sample=False)
+        try:
+            m.operators.passwd("admin", PASSWORD, actor="operator:admin")
+        finally:
+            m.close()
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(link, timeout=30)
+        assert err.value.code == 403 and b"This sign-in link is not valid" in err.value.read()
+        assert not [h for h in err.value.headers.get_all("set-cookie") or [] if h.startswith("membrane_session=")]
