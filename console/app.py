@@ -46,6 +46,7 @@ pages = [
     st.Page(PAGES / "curate.py", title="Curate", icon=":material/edit_note:", url_path="curate"),
     st.Page(PAGES / "review.py", title="Review", icon=":material/rule:", url_path="review"),
     st.Page(PAGES / "import_export.py", title="Import / export", icon=":material/swap_vert:", url_path="import-export"),
+    st.Page(PAGES / "operators.py", title="Operators", icon=":material/manage_accounts:", url_path="operators"),
 ]
 
 
@@ -63,6 +64,7 @@ def _home() -> None:
 home = st.Page(_home, title="Home", url_path="home", default=True, visibility="hidden")
 navigation = st.navigation(
     {"": [home], "See": pages[:4], "Understand": pages[4:9], "Change": pages[9:]},
+    expanded=True,  # every page in the sidebar: past ten, Streamlit hides the rest behind "View more"
 )
 
 with st.sidebar:

@@ -719,6 +719,12 @@ class OperatorView:
         self._allowed("manage_operators")
         return self._m.operators.list()
 
+    def operator_roster(self) -> list[tuple[Operator, bool, bool]]:
+        """Every operator, with whether a password is set and whether the row verifies (never the
+        password or its hash): for admins."""
+        self._allowed("manage_operators")
+        return self._m.operators.roster()
+
     def add_operator(self, name: str, role: Role | str, max_sensitivity: Any, scopes: Any = None,
                      email: str | None = None) -> Operator:
         operator = self._allowed("manage_operators")

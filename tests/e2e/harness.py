@@ -48,6 +48,7 @@ PAGES = {
     "curate": "Curate",
     "review": "Review",
     "import-export": "Import / export",
+    "operators": "Operators",
 }
 
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
