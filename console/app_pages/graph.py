@@ -2,9 +2,9 @@
 retrieve_graph (SPEC 9) for one trust context and task: the roots it ranks, the records their
 relations reach within the hops asked, the typed edges between them.
 
-What is drawn is gated twice, by the engine: for the agent's context (retrieve_graph) and for
-the signed-in operator's clearance (graph.within); the stricter verdict wins, so simulating a
-wider context than one's clearance shows how many nodes were withheld, never their content.
+What is drawn is the operator's view's graph (``OperatorView.graph``): retrieved for the stricter
+of the agent's context and the signed-in operator's clearance, so nothing beyond the clearance is
+drawn or counted, and no relation of a node the clearance sees redacted is drawn.
 """
 
 from __future__ import annotations

@@ -150,12 +150,12 @@ PROFILE_PREFIX = "Profile: "
 
 def profile_presets() -> dict[str, dict]:
     """The active policy file's profiles (SPEC 11) as presets, "Profile: NAME" -> form values."""
-    from console import state
     from console.components import policy_source
+    from console.components.clearance import operator_view
 
     return {PROFILE_PREFIX + name: {"max_sensitivity": t.max_sensitivity.value, "authenticated": t.authenticated,
                                     "actor_id": t.actor_id, "scopes": list(t.scopes)}
-            for name, t in policy_source.profiles(state.membrane()).items()}
+            for name, t in policy_source.profiles(operator_view("trust-form")).items()}
 
 
 def _apply_preset(key: str) -> None:
