@@ -98,3 +98,33 @@ def ago(seconds: float, base: datetime = T0) -> datetime:
 
 def later(seconds: float, base: datetime = T0) -> datetime:
     return base + timedelta(seconds=seconds)
+
+
+def fact(rid: str, subject: str, predicate: str, obj: Any, sensitivity: str = "low") -> dict[str, Any]:
+    """A semantic record with evidence (so it may be superseded)."""
+    return rec(rid, "semantic", sensitivity=sensitivity,
+               payload={"kind": "semantic", "subject": subject, "predicate": predicate, "object": obj,
+                        "validity": {"mode": "global"}, "evidence": [{"source_type": "doc", "source_id": "d1"}]})
+
+
+def revised_store(store_url: str):
+    """A store at T0 with live, retracted and superseded facts and skills (the label search and
+    revision-flag tests): for a fixture to ``yield from``."""
+    from membrane_engine import Membrane
+
+    m = Membrane.open(store_url, load_sample=False, clock=lambda: T0)
+    m.import_records([
+        fact("keep", "python", "version", "3.12"),
+        fact("gone", "python", "version", "3.10"),
+        fact("old", "postgres", "version", "15"),
+        fact("secret", "Vault Root", "rotates_every", {"days": 30, "owner": "ops"}, sensitivity="medium"),
+        rec("skill", "competence"),
+        rec("skill-2", "competence", payload={"kind": "competence", "skill_name": "rollback"}),
+    ])
+    m.retract("gone", "ops:ann", "wrong version")
+    m.supersede("old", fact("new", "postgres", "version", "16"), "ops:ann", "upgraded")
+    m.retract("skill", "ops:ann", "broken recipe")
+    try:
+        yield m
+    finally:
+        m.close()

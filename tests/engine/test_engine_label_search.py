@@ -12,34 +12,15 @@ from membrane_engine.explorer import Filters, search
 from membrane_engine.labels import label
 from membrane_engine.lookups import search_records
 
-from engine_kit import T0, rec
+from engine_kit import T0, revised_store
 
 EVERYTHING = TrustContext(max_sensitivity="hyper", authenticated=True, actor_id="agent", scopes=[])
 LOW = TrustContext(max_sensitivity="low", authenticated=True, actor_id="agent", scopes=[])
 
 
-def fact(rid: str, subject: str, predicate: str, obj, sensitivity: str = "low") -> dict:
-    return rec(rid, "semantic", sensitivity=sensitivity,
-               payload={"kind": "semantic", "subject": subject, "predicate": predicate, "object": obj,
-                        "validity": {"mode": "global"}, "evidence": [{"source_type": "doc", "source_id": "d1"}]})
-
-
 @pytest.fixture
 def mem(store_url: str) -> Iterator[Membrane]:
-    m = Membrane.open(store_url, load_sample=False, clock=lambda: T0)
-    m.import_records([
-        fact("keep", "python", "version", "3.12"),
-        fact("gone", "python", "version", "3.10"),
-        fact("old", "postgres", "version", "15"),
-        fact("secret", "Vault Root", "rotates_every", {"days": 30, "owner": "ops"}, sensitivity="medium"),
-        rec("skill", "competence"),
-        rec("skill-2", "competence", payload={"kind": "competence", "skill_name": "rollback"}),
-    ])
-    m.retract("gone", "ops:ann", "wrong version")
-    m.supersede("old", fact("new", "postgres", "version", "16"), "ops:ann", "upgraded")
-    m.retract("skill", "ops:ann", "broken recipe")
-    yield m
-    m.close()
+    yield from revised_store(store_url)
 
 
 @pytest.mark.parametrize("text", ["python version 3.12", "PYTHON VERSION 3.1", "on version 3.1", "thon  version"])

@@ -10,34 +10,15 @@ import pytest
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine import clearance as gate
 
-from engine_kit import T0, rec
+from engine_kit import T0, revised_store
 
 EVERYTHING = TrustContext(max_sensitivity="hyper", authenticated=True, actor_id="agent", scopes=[])
 PUBLIC = TrustContext(max_sensitivity="public", authenticated=True, actor_id="agent", scopes=[])
 
 
-def fact(rid: str, subject: str, predicate: str, obj, sensitivity: str = "low") -> dict:
-    return rec(rid, "semantic", sensitivity=sensitivity,
-               payload={"kind": "semantic", "subject": subject, "predicate": predicate, "object": obj,
-                        "validity": {"mode": "global"}, "evidence": [{"source_type": "doc", "source_id": "d1"}]})
-
-
 @pytest.fixture
 def mem(store_url: str) -> Iterator[Membrane]:
-    m = Membrane.open(store_url, load_sample=False, clock=lambda: T0)
-    m.import_records([
-        fact("keep", "python", "version", "3.12"),
-        fact("gone", "python", "version", "3.10"),
-        fact("old", "postgres", "version", "15"),
-        fact("secret", "Vault Root", "rotates_every", {"days": 30, "owner": "ops"}, sensitivity="medium"),
-        rec("skill", "competence"),
-        rec("skill-2", "competence", payload={"kind": "competence", "skill_name": "rollback"}),
-    ])
-    m.retract("gone", "ops:ann", "wrong version")
-    m.supersede("old", fact("new", "postgres", "version", "16"), "ops:ann", "upgraded")
-    m.retract("skill", "ops:ann", "broken recipe")
-    yield m
-    m.close()
+    yield from revised_store(store_url)
 
 
 def test_explain_says_retracted_and_superseded(mem: Membrane) -> None:
