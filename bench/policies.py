@@ -25,9 +25,9 @@ from bench.generate import TAGS
 from bench.run import DEFAULT_PG, DEFAULT_STORES, ensure_store, label, parse_size, store_url
 from membrane_engine import Membrane
 from membrane_engine.storage.columns import TYPE_NAMES
-from membrane_engine.policies import check, parse_policy
-from membrane_engine.policy_snapshots import write
-from membrane_engine.schema import Sensitivity
+from membrane_engine.policy.check import check, parse_policy
+from membrane_engine.policy.snapshots import write
+from membrane_engine.model.records import Sensitivity
 
 SENS = [s.value for s in Sensitivity]
 EXPECTS = ["full", "redacted", "hidden", "not-full", "visible"]

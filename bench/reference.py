@@ -20,14 +20,14 @@ import numpy as np
 from sqlalchemy import select as sql_select
 
 from membrane_engine import Membrane, MemoryRecord, RetrieveRequest, RetrieveResponse
-from membrane_engine.audit import logs_of
+from membrane_engine.audit.trail import logs_of
 from membrane_engine.storage.columns import TYPE_CODES, Snapshot
-from membrane_engine.retrieval import MAX_LIMIT, validate_request
-from membrane_engine.salience import salience_at, salience_of, take
-from membrane_engine.schema import CANONICAL_LAYER_ORDER, LAYER_RANK, SELECTOR_TYPES, to_epoch
-from membrane_engine.selector import DEFAULT_THRESHOLD, select
+from membrane_engine.retrieval.layered import MAX_LIMIT, validate_request
+from membrane_engine.rules.salience import salience_at, salience_of, take
+from membrane_engine.model.records import CANONICAL_LAYER_ORDER, LAYER_RANK, SELECTOR_TYPES, to_epoch
+from membrane_engine.rules.selector import DEFAULT_THRESHOLD, select
 from membrane_engine.storage.store import records
-from membrane_engine.trust import Verdict, decide, redact
+from membrane_engine.rules.trust import Verdict, decide, redact
 
 
 def naive_retrieve(m: Membrane, req: RetrieveRequest, threshold: float = DEFAULT_THRESHOLD) -> RetrieveResponse:

@@ -227,7 +227,7 @@ def engine_worker(url: str, repeat: int, seed: int) -> dict[str, Any]:
     from bench.generate import NOW
     from bench.reference import numpy_floor, request
     from membrane_engine import Membrane
-    from membrane_engine.trust import verdicts
+    from membrane_engine.rules.trust import verdicts
 
     c0, t0 = time.process_time(), time.perf_counter()
     m = Membrane.open(url, load_sample=False, clock=lambda: NOW)

@@ -46,7 +46,7 @@ def prewarm(url: str) -> None:
         from console.components import overview_data
 
         # The overview's numbers, in the cache the page reads: the audit entries counted by action
-        # (metrics.ActionCounts) and by hour (membrane_engine.activity), kept current from here on.
+        # (metrics.ActionCounts) and by hour (membrane_engine.audit.activity), kept current from here on.
         overview_data.count_now(m)
         import pandas  # noqa: F401  (the overview's tables would import it)
         import PIL.Image  # noqa: F401  (and the page icon)

@@ -12,15 +12,18 @@ from typing import Any
 
 import numpy as np
 
-from . import audit, audit_verify, history, private_files
-from .storage.columns import TYPE_NAMES, ColumnCache
-from .errors import NilTrustError, NotFoundError, ValidationError
-from .storage.import_writer import import_items, write_parts
-from .imports import PreparedImport, read_file_checks
-from .storage.json_items import FileItems
-from .metrics import ActionCounts, compute_metrics
-from .operator_store import Operators
-from .retrieval import (
+from membrane_engine.audit import trail as audit
+from membrane_engine.audit import verify as audit_verify
+from membrane_engine.rules import history
+from membrane_engine.transfer import private_files
+from membrane_engine.storage.columns import TYPE_NAMES, ColumnCache
+from membrane_engine.errors import NilTrustError, NotFoundError, ValidationError
+from membrane_engine.transfer.import_writer import import_items, write_parts
+from membrane_engine.transfer.imports import PreparedImport, read_file_checks
+from membrane_engine.transfer.json_items import FileItems
+from membrane_engine.oversight.metrics import ActionCounts, compute_metrics
+from membrane_engine.accounts.operators import Operators
+from membrane_engine.retrieval.layered import (
     MAX_LIMIT,
     Explanation,
     RetrieveRequest,
@@ -30,9 +33,9 @@ from .retrieval import (
     retrieve_by_id,
     run,
 )
-from .salience import salience_at, take
-from .sample import sample_records, sample_store_path
-from .schema import (
+from membrane_engine.rules.salience import salience_at, take
+from membrane_engine.transfer.sample import sample_records, sample_store_path
+from membrane_engine.model.records import (
     MAX_ACTOR_LENGTH,
     UTC,
     MemoryRecord,
@@ -47,16 +50,23 @@ from .schema import (
     format_time,
     to_epoch,
 )
-from .graph import MAX_HOPS, EntityTerms, RetrieveGraphRequest, RetrieveGraphResponse, neighbourhood, retrieve_graph
-from .ranking import Embedder, VectorIndex, default_embedder
-from .selector import DEFAULT_THRESHOLD
-from .storage.store import DEFAULT_DB_PATH, Store, default_url
-from .trust import TrustContext, Verdict, as_trust, redact, verdict_as_read
+from membrane_engine.retrieval.graph import (
+    MAX_HOPS,
+    EntityTerms,
+    RetrieveGraphRequest,
+    RetrieveGraphResponse,
+    neighbourhood,
+    retrieve_graph,
+)
+from membrane_engine.rules.ranking import Embedder, VectorIndex, default_embedder
+from membrane_engine.rules.selector import DEFAULT_THRESHOLD
+from membrane_engine.storage.store import DEFAULT_DB_PATH, Store, default_url
+from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, redact, verdict_as_read
 
 SAMPLE_STORE = sample_store_path()
 
 try:  # curation lives in its own module; the facade inherits its operations
-    from .curation import CurationMixin
+    from membrane_engine.curation.operations import CurationMixin
 except ImportError:  # pragma: no cover - only while curation is being written
     class CurationMixin:  # type: ignore[no-redef]
         pass
@@ -124,7 +134,7 @@ class Membrane(CurationMixin):
         if load_sample is None:
             load_sample = use_default and created
         if load_sample and created and SAMPLE_STORE.exists():
-            # The demo's "now" is the moment the store is first opened (membrane_engine.sample).
+            # The demo's "now" is the moment the store is first opened (membrane_engine.transfer.sample).
             membrane.import_records(sample_records(membrane.now()), actor="membrane-console:sample")
         return membrane
 
@@ -196,7 +206,7 @@ class Membrane(CurationMixin):
             source = FileItems(path)  # read one record at a time: memory bounded by a part, not the file
             return import_items(self.store, source, self.now(), actor, estimate=source.estimate, progress=progress,
                                 embedder=self.embedder)
-        from .storage import jsonl_import
+        from membrane_engine.transfer import jsonl_import
 
         chunks = jsonl_import.chunks(path)
         total = sum(chunk.records for chunk in chunks)
@@ -228,7 +238,7 @@ class Membrane(CurationMixin):
         s_of = dict(zip((str(x) for x in snap.ids[np.sort(rows)]), saliences))
         verdicts = None
         if trust is not None:
-            from .trust import verdicts as gate
+            from membrane_engine.rules.trust import verdicts as gate
 
             verdicts = dict(zip((str(x) for x in snap.ids[rows]),
                                 gate(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names, trust)))
@@ -325,7 +335,7 @@ class Membrane(CurationMixin):
         return record
 
     def _salience(self, record: MemoryRecord, anchor: tuple[float, float], as_of: datetime | None) -> float:
-        from .salience import salience_of
+        from membrane_engine.rules.salience import salience_of
 
         return salience_of(record, as_utc(as_of) if as_of else self.now(), anchor)
 
@@ -371,7 +381,7 @@ class Membrane(CurationMixin):
         go beyond the clearance."""
         counts = check_flag(counts, "counts")
         if clearance is not None:
-            from . import clearance as gate
+            from membrane_engine.oversight import clearance as gate
 
             return gate.simulate(self, request, clearance, counts)
         return self._run(request, counts, MAX_LIMIT)
@@ -408,7 +418,7 @@ class Membrane(CurationMixin):
                       as_of: datetime | None = None) -> RetrieveGraphResponse:
         """The records linked to one record, both ways, as ``trust`` may see them (the record
         explorer's neighbourhood view)."""
-        from .explorer import referencing
+        from membrane_engine.oversight.record_query import referencing
 
         record_id = check_id(record_id)
         trust = as_trust(trust)
@@ -439,7 +449,7 @@ class Membrane(CurationMixin):
         """Verdicts for many records at once (what-if tables)."""
         trust = as_trust(trust)
         record_ids = check_ids(record_ids, "record_ids")
-        from .trust import verdicts
+        from membrane_engine.rules.trust import verdicts
 
         snap = self.columns.current()
         rows = np.array([snap.row_of[r] for r in record_ids if r in snap.row_of], dtype=np.int64)
@@ -513,7 +523,7 @@ class Membrane(CurationMixin):
             raise ValidationError(f"audit_query has no filter {unknown[0]!r:.80} (filters: {', '.join(sorted(_AUDIT_FILTERS))})",
                                   [(unknown[0], "unknown filter")])
         if clearance is not None:
-            from . import clearance as gate
+            from membrane_engine.oversight import clearance as gate
 
             return gate.audit_query(self, clearance, **filters)
         with self.store.read() as conn:
@@ -523,13 +533,13 @@ class Membrane(CurationMixin):
              actor: str | None = None) -> MemoryRecord:
         """An operator opens a record: as ``clearance`` sees it (whole, redacted, or NotFoundError),
         and with ``actor`` a sensitive record opened in full is logged (``clearance.view``)."""
-        from . import clearance as gate
+        from membrane_engine.oversight import clearance as gate
 
         return gate.view(self, record_id, clearance, as_of, actor)
 
     def log_access(self, record_id: str, actor: str) -> None:
         """Record that ``actor`` opened ``record_id`` in full ("who looked"), one transaction."""
-        from . import clearance as gate
+        from membrane_engine.oversight import clearance as gate
 
         record = self.get(record_id)
         gate.log_access(self, record.id, actor, record.sensitivity.value, record.scope)
@@ -537,7 +547,7 @@ class Membrane(CurationMixin):
     def access_log(self, record_id: str | None = None, actor: str | None = None, clearance: TrustContext | None = None,
                    limit: int = 100, offset: int = 0) -> tuple[int, list[Any]]:
         """Access entries, newest first: (how many, the page); see ``clearance.accesses``."""
-        from . import clearance as gate
+        from membrane_engine.oversight import clearance as gate
 
         return gate.accesses(self, clearance, record_id, actor, limit, offset)
 
@@ -578,7 +588,7 @@ class Membrane(CurationMixin):
     def holds_sample(self) -> bool:
         """Whether this store holds the bundled sample (a record only the sample has), for the
         sample's own policy file to be offered."""
-        from .sample import SAMPLE_MARKER
+        from membrane_engine.transfer.sample import SAMPLE_MARKER
 
         return SAMPLE_MARKER in self.columns.current().row_of
 
@@ -586,30 +596,30 @@ class Membrane(CurationMixin):
                      within: TrustContext | None = None) -> Any:
         """Every assertion of a policy file against the store (``policies.check``); writes nothing.
         ``within``: only the records an operator's clearance sees (the operator's view)."""
-        from . import policies
+        from membrane_engine.policy import check as policies
 
         limit = policies.SHOWN_PER_FAILURE if limit is None else limit
         return policies.check(self, policy, as_of=as_of, limit=limit, within=within)
 
     def policy_coverage(self, policy: Any, within: TrustContext | None = None) -> dict[str, Any]:
-        from . import policies
+        from membrane_engine.policy import check as policies
 
         return policies.coverage(self, policy, within=within)
 
     def policy_snapshot(self, policy: Any) -> Any:
         """What each profile of ``policy`` sees now (``policy_snapshots.current``)."""
-        from . import policy_snapshots
+        from membrane_engine.policy import snapshots as policy_snapshots
 
         return policy_snapshots.current(self, policy)
 
     def policy_snapshot_lines(self, policy: Any, within: TrustContext | None = None) -> Iterator[str]:
         """The snapshot file's text (``policy_snapshots.lines``)."""
-        from . import policy_snapshots
+        from membrane_engine.policy import snapshots as policy_snapshots
 
         return policy_snapshots.lines(self, policy, within=within)
 
     def write_policy_snapshot(self, policy: Any, path: str | Path) -> int:
-        from . import policy_snapshots
+        from membrane_engine.policy import snapshots as policy_snapshots
 
         return policy_snapshots.write(self, policy, path)
 
@@ -619,7 +629,7 @@ class Membrane(CurationMixin):
         """Everything an operator reads or writes, held to their role and clearance as stored
         at each call (``operator_view.OperatorView``); ``via`` names the page or command for the
         access log. NotFoundError for an unknown or removed operator."""
-        from .operator_view import OperatorView
+        from membrane_engine.oversight.view import OperatorView
 
         return OperatorView(self, name, via)
 
@@ -629,7 +639,7 @@ class Membrane(CurationMixin):
                      horizon: Any = None, limit: int = 200) -> Any:
         """Contested records beside what contests them, and records about to be pruned (within
         ``horizon``, default 7 days), as ``clearance`` sees them (``review.review_queue``)."""
-        from . import review
+        from membrane_engine.curation import review
 
         return review.review_queue(self, clearance, as_of, review.DEFAULT_HORIZON if horizon is None else horizon,
                                    limit)
@@ -638,14 +648,14 @@ class Membrane(CurationMixin):
                      clearance: TrustContext | None = None, **params: Any) -> Any:
         """One curation operation over many records, previewed: per record the plan or why it
         is refused, and the failure semantics in words (``bulk.preview``). Writes nothing."""
-        from . import bulk
+        from membrane_engine.curation import bulk
 
         return bulk.preview(self, op, ids, actor, rationale, clearance, **params)
 
     def bulk_apply(self, preview: Any) -> Any:
         """Apply a ``bulk_preview``: one transaction and one audit entry per record; per record
         applied or not, with the engine's sentence (``bulk.apply``)."""
-        from . import bulk
+        from membrane_engine.curation import bulk
 
         return bulk.apply(self, preview)
 

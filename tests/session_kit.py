@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from membrane_engine import Membrane
-from membrane_engine.operators import Operator, Role
+from membrane_engine.rules.roles import Operator, Role
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "membrane_sample.json"
 

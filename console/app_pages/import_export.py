@@ -37,7 +37,7 @@ def export_root() -> Path:
     """Where this server writes export files, one private folder per prepared export. A
     session's previous export is removed when it prepares another; what sessions leave behind
     goes with the server process, at exit and on SIGTERM / SIGINT too, and a killed server's
-    folder is removed by the next start (membrane_engine.private_files)."""
+    folder is removed by the next start (membrane_engine.transfer.private_files)."""
     return private_export_root()
 
 

@@ -1,7 +1,7 @@
 """Policies: the policy file's agent profiles and assertions (SPEC 11), checked live against
 the store, with the failing records and the engine's reasons, and what the file covers.
 
-Evaluation is the engine's (membrane_engine.policies.check, the same as `membrane-console
+Evaluation is the engine's (membrane_engine.policy.check.check, the same as `membrane-console
 check`); nothing is written. Failing records are listed only as far as the signed-in
 operator's clearance reaches: above it, counts.
 """

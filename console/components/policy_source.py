@@ -4,7 +4,7 @@ In order: a file a curator or admin uploaded on the Policies page (this session 
 `--policies FILE` after `streamlit run console/app.py --` (`membrane-console --policies FILE`
 passes it), the MEMBRANE_POLICIES environment variable, else the bundled
 sample_data/policies.toml when the store is the sample store. Parsing is the engine's
-(membrane_engine.policies), once per file: an upload when it arrives (by its digest), a file on
+(membrane_engine.policy.check), once per file: an upload when it arrives (by its digest), a file on
 disk when its mtime changes; a page run only looks the result up.
 """
 

@@ -27,7 +27,7 @@ ACTION_COLORS: dict[str, str] = {
 }
 # An action as stored, in the console's words: one name per action on every chart and table (a
 # penalize is stored as Membrane's `decay` entry; a retract, a `delete` entry, is told apart from
-# the entry's rationale by the engine: membrane_engine.history.kind_of, activity.action_counts).
+# the entry's rationale by the engine: membrane_engine.rules.history.kind_of, activity.action_counts).
 STORED_AS_WORD = {"decay": "penalize"}
 
 

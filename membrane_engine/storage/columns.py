@@ -37,10 +37,10 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..salience import CustomCurves, DecayColumns, decay_path
-from ..schema import LAYER_RANK
-from . import snapshot_file
-from .store import POLICY_CODES, SCALAR_COLUMNS, Store  # noqa: F401 (POLICY_CODES re-exported)
+from membrane_engine.rules.salience import CustomCurves, DecayColumns, decay_path
+from membrane_engine.model.records import LAYER_RANK
+from membrane_engine.storage import snapshot_file
+from membrane_engine.storage.store import POLICY_CODES, SCALAR_COLUMNS, Store  # noqa: F401 (POLICY_CODES re-exported)
 
 T = TypeVar("T")
 
@@ -335,7 +335,7 @@ def gate_table(snap: "Snapshot", trust, type_ok: np.ndarray) -> np.ndarray:
     """VERDICT_CODES by gate code for one trust context and the requested layers (``type_ok``, a
     flag per type code): the trust rule (trust.level_verdicts, trust.scopes_admitted) laid out
     over every (scope, level, layer), hidden for DEAD."""
-    from ..trust import level_verdicts, scopes_admitted
+    from membrane_engine.rules.trust import level_verdicts, scopes_admitted
 
     by_level = level_verdicts(trust)
     scope_ok = scopes_admitted(snap.scope_names, trust).astype(np.int8)

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from .libpq import collect, prepare
+from membrane_engine.storage.libpq import collect, prepare
 
 NEWEST_CHANGE = b"SELECT seq FROM changes ORDER BY seq DESC LIMIT 1"  # as Store.changes_with_rows asks
 _NAME = b"membrane_newest_change"

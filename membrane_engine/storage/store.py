@@ -57,14 +57,14 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from pydantic import BaseModel
 
-from . import libpq
-from ..errors import StoreUnavailableError, ValidationError
-from .probe import ChangeProbe
-from ..salience import CURVE_CODES
-from ..schema import LAYER_RANK, MemoryRecord, format_time, sensitivity_level, to_epoch
-from ..schema import EntityAlias, MembraneModel, PlanEdge, membrane_shape
-from ..schema import CompetencePayload, PlanGraphPayload, RevisionStatus, SemanticPayload
-from ..selector import success_signal
+from membrane_engine.storage import libpq
+from membrane_engine.errors import StoreUnavailableError, ValidationError
+from membrane_engine.storage.probe import ChangeProbe
+from membrane_engine.rules.salience import CURVE_CODES
+from membrane_engine.model.records import LAYER_RANK, MemoryRecord, format_time, sensitivity_level, to_epoch
+from membrane_engine.model.records import EntityAlias, MembraneModel, PlanEdge, membrane_shape
+from membrane_engine.model.records import CompetencePayload, PlanGraphPayload, RevisionStatus, SemanticPayload
+from membrane_engine.rules.selector import success_signal
 
 # Errors of the drivers themselves (the bulk paths use driver cursors, which SQLAlchemy does
 # not wrap); read() and write() translate them like SQLAlchemy's.
@@ -896,12 +896,12 @@ class Store:
                     conn.exec_driver_sql("DROP INDEX ix_audit_ts")
                 record_vectors.create(conn, checkfirst=True)  # stores made before vectors existed
                 if int(version) < SCHEMA_VERSION:
-                    from ..audit import upgrade  # audit.py imports this module
+                    from membrane_engine.audit.trail import upgrade  # audit.py imports this module
 
                     upgrade(conn, int(version))
                 if conn.execute(select(meta.c.value).where(meta.c.key == SNAPSHOT_KEY)).scalar() is None:
                     conn.execute(meta.insert().values(key=SNAPSHOT_KEY, value=os.urandom(32).hex()))
-                from ..row_seal import on_open  # row_seal.py imports this module
+                from membrane_engine.audit.row_seal import on_open  # row_seal.py imports this module
 
                 on_open(conn, migrated=sealed_rows_added)
             if conn.dialect.name == "sqlite":
@@ -1400,7 +1400,7 @@ class Store:
 
     def vectors_of(self, conn: Connection, ids: Sequence[str], model: str) -> dict[str, Any]:
         """Stored vectors of ``ids`` made by ``model``, as float32 arrays."""
-        from ..ranking import from_blob
+        from membrane_engine.rules.ranking import from_blob
 
         out: dict[str, Any] = {}
         for start in range(0, len(ids), 900):
@@ -1415,7 +1415,7 @@ class Store:
         cold start of a large store: one buffer, not an array per record)."""
         import numpy as np
 
-        from ..ranking import VECTOR_DTYPE
+        from membrane_engine.rules.ranking import VECTOR_DTYPE
 
         q = select(record_vectors.c.id, record_vectors.c.vector).where(record_vectors.c.model == model)
         rows = conn.execute(q).all()
@@ -1489,7 +1489,7 @@ class Store:
 
     def save_vectors(self, vectors: dict[str, Any], model: str) -> None:
         """Vectors computed at query time, in a transaction of their own."""
-        from ..ranking import to_blob
+        from membrane_engine.rules.ranking import to_blob
 
         with self.write() as conn:
             self.insert_vectors(conn, [(rid, model, to_blob(v)) for rid, v in vectors.items()], replace=True)

@@ -13,7 +13,7 @@ import pytest
 
 from console.commands import check
 from membrane_engine import Membrane
-from membrane_engine.policy_file import MAX_POLICY_BYTES
+from membrane_engine.rules.policy_file import MAX_POLICY_BYTES
 
 SAMPLE_POLICY = Path(__file__).resolve().parents[2] / "sample_data" / "policies.toml"
 AWS_KEY = "4bd4e60f-41ba-508a-b7d1-a8b178a6aa8b"  # hyper, infra-ops, tagged secret

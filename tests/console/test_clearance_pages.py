@@ -23,7 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane
 
-from membrane_engine.operators import Operator, Role
+from membrane_engine.rules.roles import Operator, Role
 from session_kit import TEST_ADMIN as ROOT
 from session_kit import sign_in
 

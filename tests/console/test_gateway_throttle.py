@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from console import gateway, signin
 from membrane_engine import Membrane
-from membrane_engine.operator_store import SESSION
+from membrane_engine.accounts.operators import SESSION
 
 PASSWORD = "a password for these tests"
 GUESSES = 60

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from session_kit import sample_store, sign_in
 from membrane_engine import Membrane, RetrieveGraphRequest, TrustContext
-from membrane_engine.operators import Operator
+from membrane_engine.rules.roles import Operator
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "console" / "app_pages"

@@ -13,7 +13,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane
-from membrane_engine.operators import Operator
+from membrane_engine.rules.roles import Operator
 from session_kit import TEST_ADMIN, sign_in
 
 PAGE = Path(__file__).resolve().parents[2] / "console" / "app_pages" / "operators.py"

@@ -16,9 +16,9 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
-from membrane_engine.explorer import Filters, search
-from membrane_engine.metrics import store_breakdown
-from membrane_engine.whatif import compare
+from membrane_engine.oversight.record_query import Filters, search
+from membrane_engine.oversight.metrics import store_breakdown
+from membrane_engine.oversight.trust_diff import compare
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data" / "membrane_sample.json"
@@ -267,9 +267,9 @@ def test_simulator_lists_what_stays_hidden_only_as_the_clearance_allows(engine: 
     """The Hidden tab lists the records the context does not see with the engine's reason; a
     record the operator's clearance sees redacted is named only by id, type, sensitivity and
     scope (never its label), and one it does not see at all is counted, not listed."""
-    from membrane_engine.labels import label
-    from membrane_engine.operators import Operator, Role
-    from membrane_engine.trust import Verdict
+    from membrane_engine.rules.labels import label
+    from membrane_engine.rules.roles import Operator, Role
+    from membrane_engine.rules.trust import Verdict
     from session_kit import sign_in
 
     operator = Operator(name="lena", role=Role.VIEWER, max_sensitivity="low")

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from membrane_engine.labels import label
+from membrane_engine.rules.labels import label
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
-from membrane_engine.labels import labels
-from membrane_engine.lookups import filter_ids
+from membrane_engine.rules.labels import labels
+from membrane_engine.oversight.finders import filter_ids
 
 from console.components.words import distinct_names
 from session_kit import sample_store

@@ -19,8 +19,8 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane
-from membrane_engine.labels import label
-from membrane_engine.operators import Operator, Role
+from membrane_engine.rules.labels import label
+from membrane_engine.rules.roles import Operator, Role
 
 from console.components.chart_safety import plot_text
 from console.components.words import ACTION_COLORS

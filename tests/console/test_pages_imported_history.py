@@ -20,8 +20,8 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane
-from membrane_engine.labels import label
-from membrane_engine.operators import Operator, Role
+from membrane_engine.rules.labels import label
+from membrane_engine.rules.roles import Operator, Role
 
 from console.components.chart_safety import plot_text
 from console.components.record_detail import UNKNOWN_LABEL
@@ -272,7 +272,7 @@ def test_a_reimport_is_flagged_as_refused_not_a_widening_and_a_done_import_clear
 def test_an_upload_is_read_from_a_private_file_that_is_gone_afterwards(store, monkeypatch):
     """The page hands the engine a file of its own (0600), copied in chunks, byte order mark and
     all dropped as before, and removes it once read."""
-    from membrane_engine import imports
+    from membrane_engine.transfer import imports
 
     seen = []
     real = imports.preview_file

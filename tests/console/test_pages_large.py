@@ -13,7 +13,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
-from membrane_engine.retrieval import MAX_LIMIT, SELECTED_MAX, records_returned
+from membrane_engine.retrieval.layered import MAX_LIMIT, SELECTED_MAX, records_returned
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench.generate makes the store

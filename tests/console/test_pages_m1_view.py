@@ -19,7 +19,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane
-from membrane_engine.operators import Operator, Role
+from membrane_engine.rules.roles import Operator, Role
 from session_kit import sign_in
 
 ROOT = Path(__file__).resolve().parents[2]

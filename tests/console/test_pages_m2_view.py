@@ -26,7 +26,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane
-from membrane_engine.operators import Operator, Role
+from membrane_engine.rules.roles import Operator, Role
 from session_kit import sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -266,7 +266,7 @@ def test_the_explorers_search_matches_a_redacted_record_by_its_salience_now(tmp_
     """Filtering or sorting by the salience at another instant would tell a redacted record's
     decay just as showing it would."""
     from membrane_engine import Filters
-    from membrane_engine.explorer import search
+    from membrane_engine.oversight.record_query import search
 
     url = f"sqlite:///{tmp_path / 'fade.db'}"
     now_salience = fading_store(url)

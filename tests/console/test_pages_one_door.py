@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
-from membrane_engine.labels import label
+from membrane_engine.rules.labels import label
 
 from session_kit import sample_store
 

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from console import auth, signin
 from membrane_engine import Membrane
-from membrane_engine.operator_store import SESSION
+from membrane_engine.accounts.operators import SESSION
 
 from session_kit import sign_in
 

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from console import auth, signin
 from membrane_engine import Membrane
-from membrane_engine.operators import Operator, Role
+from membrane_engine.rules.roles import Operator, Role
 
 from session_kit import sample_store, sign_in
 

@@ -1,5 +1,5 @@
 from console.components.words import ACTION_COLORS, action_word, distinct_names, number, plural
-from membrane_engine.schema import AuditAction
+from membrane_engine.model.records import AuditAction
 
 
 def test_plural_agrees_with_the_count() -> None:

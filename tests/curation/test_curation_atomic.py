@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from curation_helpers import DAY, dump, episodic, lifecycle, semantic, working
 
-from membrane_engine import audit
-from membrane_engine.curation import CurationPlan
+from membrane_engine.audit import trail as audit
+from membrane_engine.curation.operations import CurationPlan
 from membrane_engine.errors import NotFoundError, ValidationError
 from membrane_engine.storage.store import Store
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from membrane_engine import Membrane, TrustContext
-from membrane_engine.trust import REDACTED_KEEP, Verdict
+from membrane_engine.rules.trust import REDACTED_KEEP, Verdict
 
 from .harness import ROOT, Console
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from membrane_engine import Membrane, TrustContext
-from membrane_engine.trust import Verdict
+from membrane_engine.rules.trust import Verdict
 
 from .conftest import _serve
 from .harness import PASSWORD, ConsoleServer

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from membrane_engine import TrustContext
-from membrane_engine.trust import Verdict
+from membrane_engine.rules.trust import Verdict
 
 from .kit import LAYERS, open_dropdown, set_multiselect, set_select_slider
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from membrane_engine import Membrane, TrustContext
-from membrane_engine.explorer import Filters, search
+from membrane_engine.oversight.record_query import Filters, search
 
 from .conftest import SAMPLE, _serve, build_store
 from .kit import fill_text

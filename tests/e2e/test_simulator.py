@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from membrane_engine import RetrieveRequest, TrustContext
-from membrane_engine.trust import Verdict
+from membrane_engine.rules.trust import Verdict
 
 from .kit import LAYERS, click_tab, forbidden_needles, metrics, number, payload_needles, store_docs, tab_labels, verdicts
 

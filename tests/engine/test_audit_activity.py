@@ -9,7 +9,7 @@ import pytest
 from engine_kit import rec
 
 from membrane_engine import Membrane
-from membrane_engine.lookups import audit_activity
+from membrane_engine.oversight.finders import audit_activity
 
 EVER = datetime(1970, 1, 1, tzinfo=timezone.utc)  # a bound that keeps every entry: the SQL path
 
@@ -49,7 +49,7 @@ def test_other_buckets_and_filters_take_the_query(membrane):
 def test_counts_on_disk_are_used_when_they_are_this_logs(store_url, tmp_path, monkeypatch):
     from sqlalchemy import text
 
-    from membrane_engine import activity
+    from membrane_engine.audit import activity
 
     monkeypatch.setattr(activity, "SAVE_AFTER", 1)
     m = Membrane.open(store_url, load_sample=False)
@@ -86,7 +86,7 @@ def by_words(m: Membrane, bucket: float) -> dict[tuple[float, str], int]:
     """The oracle: every entry read back and named as the audit table names it."""
     from collections import Counter
 
-    from membrane_engine.history import kind_of
+    from membrane_engine.rules.history import kind_of
 
     rows = m.audit_query(limit=10_000)[1]
     return dict(Counter((r.entry.timestamp.timestamp() // bucket * bucket, kind_of(r.entry.action, r.entry.rationale,
@@ -117,7 +117,7 @@ def test_a_retract_is_counted_as_a_retract_not_a_delete(store_url):
 
 
 def test_counts_on_disk_from_before_retracts_were_apart_are_not_used(store_url, tmp_path, monkeypatch):
-    from membrane_engine import activity
+    from membrane_engine.audit import activity
     from membrane_engine.storage import snapshot_file
 
     monkeypatch.setattr(activity, "SAVE_AFTER", 1)

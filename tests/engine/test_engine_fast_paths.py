@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError as PydanticValidationError
 
-from membrane_engine import audit
-from membrane_engine.schema import MemoryRecord, UTCDateTime, _storable, _storage_problem_list, as_utc
+from membrane_engine.audit import trail as audit
+from membrane_engine.model.records import MemoryRecord, UTCDateTime, _storable, _storage_problem_list, as_utc
 
 from engine_kit import rec
 

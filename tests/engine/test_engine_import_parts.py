@@ -15,9 +15,9 @@ import pytest
 
 from membrane_engine import Membrane, TrustContext
 from membrane_engine.errors import AlreadyExistsError, ValidationError
-from membrane_engine.storage import jsonl_import
+from membrane_engine.transfer import jsonl_import
 from membrane_engine.storage import store as store_module
-from membrane_engine.imports import prepare
+from membrane_engine.transfer.imports import prepare
 
 from engine_kit import T0, rec
 
@@ -275,7 +275,7 @@ def test_a_bulk_import_keeps_the_write_ahead_log_when_the_file_is_shared_or_not_
 def test_the_collector_is_paused_only_while_importing(tmp_path):
     import gc
 
-    from membrane_engine.imports import gc_paused
+    from membrane_engine.transfer.imports import gc_paused
 
     assert gc.isenabled()
     with gc_paused():
@@ -475,7 +475,7 @@ _IMPORTER = """
 import json, multiprocessing, sys, time
 from datetime import datetime, timezone
 from pathlib import Path
-from membrane_engine.storage import jsonl_import
+from membrane_engine.transfer import jsonl_import
 
 if __name__ == "__main__":
     jsonl_import.CHUNK_BYTES = 700

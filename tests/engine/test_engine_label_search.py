@@ -1,5 +1,5 @@
 """The record search (explorer and picker) finding the label the pages show, "subject predicate
-object" and the others (membrane_engine.labels), on both databases."""
+object" and the others (membrane_engine.rules.labels), on both databases."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from membrane_engine import Membrane, TrustContext
-from membrane_engine.explorer import Filters, search
-from membrane_engine.labels import label
-from membrane_engine.lookups import search_records
+from membrane_engine.oversight.record_query import Filters, search
+from membrane_engine.rules.labels import label
+from membrane_engine.oversight.finders import search_records
 
 from engine_kit import T0, revised_store
 

@@ -1,9 +1,9 @@
-"""Records named by what they say (membrane_engine.labels), through the trust gate."""
+"""Records named by what they say (membrane_engine.rules.labels), through the trust gate."""
 
 from __future__ import annotations
 
 from membrane_engine import Membrane, TrustContext
-from membrane_engine.labels import label, labels
+from membrane_engine.rules.labels import label, labels
 
 
 def _record(rid: str, rtype: str, payload: dict, sensitivity: str = "low", scope: str = "") -> dict:

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from engine_kit import T0, rec as make_record
 
-from membrane_engine import audit as audit_module
-from membrane_engine.explorer import Filters, search, tag_counts
-from membrane_engine.lookups import audit_activity, audit_newest, audit_span, search_records
+from membrane_engine.audit import trail as audit_module
+from membrane_engine.oversight.record_query import Filters, search, tag_counts
+from membrane_engine.oversight.finders import audit_activity, audit_newest, audit_span, search_records
 
 
 def test_tag_filters_match_non_ascii_tags(membrane):
@@ -100,7 +100,7 @@ def test_hidden_records_lists_only_what_the_clearance_sees(membrane):
     """The simulator's hidden list: records the context does not see, counted whole, listed (by
     id) only when the operator's clearance sees them; the verdicts are the engine's (explain)."""
     from membrane_engine import TrustContext
-    from membrane_engine.lookups import hidden_records
+    from membrane_engine.oversight.finders import hidden_records
 
     membrane.import_records([
         make_record("a-low-beta", sensitivity="low", scope="beta"),

@@ -91,7 +91,7 @@ def test_audit_counts_follow_writes_by_this_and_other_processes(mem, store_url):
     writes by this Membrane and another one (reinforce, import, delete, a merge) they equal a
     count of the whole table."""
     from membrane_engine import Membrane
-    from membrane_engine.metrics import compute_metrics
+    from membrane_engine.oversight.metrics import compute_metrics
 
     def counted_in_full() -> dict[str, int]:
         with mem.store.read() as conn:
@@ -147,7 +147,7 @@ def test_metrics_at_a_past_instant_count_only_what_existed_then(mem):
     empty = mem.metrics(as_of=ago(1000 * DAY))
     assert empty["total_records"] == 0 and empty["total_audit_entries"] == 0
     # The overview's breakdown agrees with the metrics at that instant.
-    from membrane_engine.metrics import store_breakdown
+    from membrane_engine.oversight.metrics import store_breakdown
 
     breakdown = store_breakdown(mem.columns.current(), past)
     assert breakdown["total"] == 5 and sum(breakdown["by_scope"].values()) == 5
@@ -158,7 +158,7 @@ def test_a_past_instant_asked_again_counts_only_the_new_entries_and_stays_exact(
     the entries written since (by this process or another): after writes dated after the
     instant, and one dated before it (a clock set back), the answer equals a fresh count."""
     from membrane_engine import Membrane
-    from membrane_engine.metrics import compute_metrics
+    from membrane_engine.oversight.metrics import compute_metrics
 
     clock = {"now": T0}
     mem = Membrane.open(store_url, load_sample=False, clock=lambda: clock["now"])
@@ -188,7 +188,7 @@ def test_a_past_instant_asked_again_counts_only_the_new_entries_and_stays_exact(
 
 def test_store_breakdown_known_answers(mem):
     """The overview's counts by type x sensitivity and by scope, at now and at a past instant."""
-    from membrane_engine.metrics import store_breakdown
+    from membrane_engine.oversight.metrics import store_breakdown
 
     mem.import_records([
         rec("s1", "semantic", sensitivity="low", scope="alpha", created_at=ago(3 * DAY)),

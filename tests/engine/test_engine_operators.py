@@ -11,8 +11,8 @@ from sqlalchemy import select, text, update
 
 from membrane_engine import Membrane
 from membrane_engine.errors import AlreadyExistsError, NotFoundError, ValidationError
-from membrane_engine.operator_store import FIRST_RUN, SESSION, Operators, password_matches
-from membrane_engine.operators import Role, permits
+from membrane_engine.accounts.operators import FIRST_RUN, SESSION, Operators, password_matches
+from membrane_engine.rules.roles import Role, permits
 from membrane_engine.storage.store import operator_events, operator_tokens, operators
 
 PASSWORD = "a long enough passphrase"

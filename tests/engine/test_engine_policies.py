@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from membrane_engine import Membrane
-from membrane_engine.exposure import import_exposures, plan_exposures
-from membrane_engine.policies import PolicyError, Selection, check, coverage, parse_policy
-from membrane_engine.policy_snapshots import current, diff, read, write
+from membrane_engine.oversight.exposure import import_exposures, plan_exposures
+from membrane_engine.policy.check import PolicyError, Selection, check, coverage, parse_policy
+from membrane_engine.policy.snapshots import current, diff, read, write
 
 from engine_kit import rec
 

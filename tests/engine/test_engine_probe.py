@@ -12,7 +12,8 @@ import uuid
 import pytest
 from sqlalchemy import create_engine, text
 
-from membrane_engine import Membrane, retrieval
+from membrane_engine import Membrane
+from membrane_engine.retrieval import layered as retrieval
 from membrane_engine.storage import probe as probe_module
 from membrane_engine.errors import AccessDeniedError, NotFoundError
 

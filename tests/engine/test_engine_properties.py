@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from membrane_engine import Membrane, MemoryRecord, RetrieveRequest, TrustContext
 from membrane_engine.errors import MembraneError
-from membrane_engine.schema import LAYER_RANK, SELECTOR_TYPES
-from membrane_engine.selector import select
-from membrane_engine.trust import Verdict, decide, redact
+from membrane_engine.model.records import LAYER_RANK, SELECTOR_TYPES
+from membrane_engine.rules.selector import select
+from membrane_engine.rules.trust import Verdict, decide, redact
 
 from engine_kit import DAY, HOUR, T0, iso
 from sqlalchemy import create_engine, text

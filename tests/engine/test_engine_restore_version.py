@@ -10,11 +10,11 @@ from datetime import datetime, timedelta
 import pytest
 
 from membrane_engine import Membrane
-from membrane_engine import clearance as gate
-from membrane_engine.clearance import WITHHELD
-from membrane_engine.schema import format_time
+from membrane_engine.oversight import clearance as gate
+from membrane_engine.oversight.clearance import WITHHELD
+from membrane_engine.model.records import format_time
 from membrane_engine.errors import EpisodicImmutableError, NotFoundError, ValidationError
-from membrane_engine.trust import TrustContext
+from membrane_engine.rules.trust import TrustContext
 
 from engine_kit import DAY, T0, rec
 

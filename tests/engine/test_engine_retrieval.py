@@ -8,7 +8,7 @@ import pytest
 
 from membrane_engine import MemoryType, RetrieveRequest, RetrieveResponse
 from membrane_engine.errors import AccessDeniedError, NilTrustError, NotFoundError, ValidationError
-from membrane_engine.retrieval import MAX_LIMIT
+from membrane_engine.retrieval.layered import MAX_LIMIT
 
 from engine_kit import DAY, HOUR, T0, ago, competence, later, rec, trust
 

@@ -11,7 +11,7 @@ import pytest
 
 from membrane_engine import Membrane, TrustContext
 from membrane_engine.errors import ValidationError
-from membrane_engine.salience import PRUNE_THRESHOLD
+from membrane_engine.rules.salience import PRUNE_THRESHOLD
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 ALL = TrustContext(max_sensitivity="hyper")
@@ -122,7 +122,7 @@ def test_a_record_relabelled_while_the_queue_is_read_is_shown_as_read(store_url:
     content. It is listed, if at all, under the labels read with its content: never in full
     as hyper. (PostgreSQL reads each statement afresh, so there the record drops out; SQLite
     reads one snapshot, so there it is listed as it was, low.)"""
-    from membrane_engine import review
+    from membrane_engine.curation import review
 
     reader = Membrane.open(store_url, load_sample=False, clock=lambda: NOW)
     writer = Membrane.open(store_url, load_sample=False, clock=lambda: NOW)

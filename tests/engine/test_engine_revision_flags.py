@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
-from membrane_engine import clearance as gate
+from membrane_engine.oversight import clearance as gate
 
 from engine_kit import T0, revised_store
 

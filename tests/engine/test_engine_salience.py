@@ -11,8 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from membrane_engine import Membrane
 from membrane_engine.errors import NotFoundError, ValidationError
-from membrane_engine.salience import anchor_of, columns_of, salience_at, salience_of
-from membrane_engine.schema import to_epoch, validate_record
+from membrane_engine.rules.salience import anchor_of, columns_of, salience_at, salience_of
+from membrane_engine.model.records import to_epoch, validate_record
 
 from engine_kit import DAY, HOUR, T0, ago, later, rec
 
@@ -251,7 +251,7 @@ def test_curves_with_a_repeated_custom_id(lite):
 
 
 def _random_columns(rng: np.random.Generator, n: int):
-    from membrane_engine.salience import DecayColumns, decay_path
+    from membrane_engine.rules.salience import DecayColumns, decay_path
 
     t0 = 1.78e9
     curve = rng.choice([0, 0, 0, 1, 2], n).astype(np.int8)
@@ -270,7 +270,7 @@ def _random_columns(rng: np.random.Generator, n: int):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_salience_rows_is_bit_for_bit_salience_at_of_the_rows(seed):
-    from membrane_engine.salience import salience_rows, take
+    from membrane_engine.rules.salience import salience_rows, take
 
     rng = np.random.default_rng(seed)
     cols = _random_columns(rng, 5000)
@@ -283,7 +283,7 @@ def test_salience_rows_is_bit_for_bit_salience_at_of_the_rows(seed):
 
 
 def test_custom_curves_take_keeps_repeated_rows_and_renumbers():
-    from membrane_engine.salience import CustomCurves
+    from membrane_engine.rules.salience import CustomCurves
 
     a, b = ((0.0, 1.0), (10.0, 0.5)), ((0.0, 1.0), (20.0, 0.0))
     curves = CustomCurves.of({3: a, 7: b, 9: a})
@@ -299,7 +299,7 @@ def test_custom_curves_take_keeps_repeated_rows_and_renumbers():
 def test_custom_curves_take_of_a_few_rows_is_the_general_take(custom, rows, repeat_custom):
     """take() looks a few rows up among many curves, else every curve up among the rows: the
     same curves, positions and order either way (also from curves that a take made)."""
-    from membrane_engine.salience import CustomCurves
+    from membrane_engine.rules.salience import CustomCurves
 
     shapes = (((0.0, 1.0), (10.0, 0.5)), ((0.0, 1.0), (20.0, 0.0)), ((0.0, 0.7), (5.0, 0.1)))
     curves = CustomCurves.of({r: shapes[k] for r, k in custom.items()})

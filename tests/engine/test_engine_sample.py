@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from membrane_engine import Membrane, RetrieveRequest
-from membrane_engine.schema import MemoryType, Sensitivity
+from membrane_engine.model.records import MemoryType, Sensitivity
 
 from engine_kit import trust
 

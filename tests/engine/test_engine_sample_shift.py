@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from membrane_engine import Membrane
-from membrane_engine.sample import SAMPLE_NOW, sample_records, sample_store_path, shift_times
+from membrane_engine.transfer.sample import SAMPLE_NOW, sample_records, sample_store_path, shift_times
 
 OPENED = datetime(2027, 3, 14, 9, 30, 15, tzinfo=timezone.utc)
 # The instants of Membrane's JSON (SPEC 1) that the sample uses.

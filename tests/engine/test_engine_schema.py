@@ -9,7 +9,7 @@ import pytest
 
 from membrane_engine import MemoryRecord, MemoryType, Sensitivity
 from membrane_engine.errors import AlreadyExistsError, ValidationError
-from membrane_engine.schema import (
+from membrane_engine.model.records import (
     AuditAction,
     DecayCurve,
     DeletionPolicy,

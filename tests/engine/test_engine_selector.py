@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from membrane_engine import Membrane, RetrieveRequest
-from membrane_engine.schema import validate_record
-from membrane_engine.selector import rank, select
+from membrane_engine.model.records import validate_record
+from membrane_engine.rules.selector import rank, select
 from membrane_engine.storage.store import Store
 
 from engine_kit import DAY, HOUR, T0, ago, competence, later, rec, trust
@@ -201,7 +201,7 @@ def test_many_candidates_agree_with_select_over_records(mem):
     mem.import_records(docs)
     sel = mem.retrieve(RetrieveRequest(trust=trust("medium"), as_of=T0, limit=3)).selection
     views = [r for r in (mem.get(d["id"], as_of=T0) for d in docs)]
-    from membrane_engine.trust import redact
+    from membrane_engine.rules.trust import redact
 
     views = [redact(v) if v.sensitivity.value == "high" else v for v in views]
     want = select(views, T0)

@@ -11,7 +11,7 @@ import pytest
 
 from membrane_engine import RetrieveRequest, TrustContext, Verdict
 from membrane_engine.errors import NilTrustError
-from membrane_engine.trust import decide, verdicts
+from membrane_engine.rules.trust import decide, verdicts
 
 from engine_kit import T0, iso, rec, trust
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine_kit import rec
 
 from membrane_engine import TrustContext
-from membrane_engine.whatif import compare
+from membrane_engine.oversight.trust_diff import compare
 
 
 def ctx(level: str, scopes: list[str] | None = None) -> TrustContext:

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from membrane_engine.explorer import _page
+from membrane_engine.oversight.record_query import _page
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)

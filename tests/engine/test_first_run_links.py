@@ -4,7 +4,7 @@ its operator has no password; setting a password ends the links still outstandin
 from __future__ import annotations
 
 from membrane_engine import Membrane
-from membrane_engine.operator_store import FIRST_RUN
+from membrane_engine.accounts.operators import FIRST_RUN
 
 PASSWORD = "a password for these tests"
 

@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import text
 
 from membrane_engine import Membrane, RetrieveRequest
-from membrane_engine.graph import EntityTerms
-from membrane_engine.ranking import VECTOR_DTYPE, default_embedder, embed_records, from_blob
-from membrane_engine.schema import MemoryRecord
-from membrane_engine.storage import jsonl_import
+from membrane_engine.retrieval.graph import EntityTerms
+from membrane_engine.rules.ranking import VECTOR_DTYPE, default_embedder, embed_records, from_blob
+from membrane_engine.model.records import MemoryRecord
+from membrane_engine.transfer import jsonl_import
 from membrane_engine.storage.store import BULK_ROWS
 
 from engine_kit import T0, default_payload, rec, trust
@@ -260,7 +260,7 @@ def test_entity_terms_read_in_one_scan_match_those_read_by_id(mem: Membrane) -> 
 
 
 def test_cosines_of_rows_in_runs_and_scattered_equal_a_plain_product() -> None:
-    from membrane_engine.ranking import _dot_at
+    from membrane_engine.rules.ranking import _dot_at
 
     rng = np.random.default_rng(5)
     matrix = rng.standard_normal((6000, 9)).astype(np.float32)
@@ -271,7 +271,7 @@ def test_cosines_of_rows_in_runs_and_scattered_equal_a_plain_product() -> None:
 
 
 def test_the_hybrid_order_of_the_head_equals_the_full_sort() -> None:
-    from membrane_engine.retrieval import _hybrid, _hybrid_scores
+    from membrane_engine.retrieval.layered import _hybrid, _hybrid_scores
 
     rng = np.random.default_rng(9)
     for trial in range(60):

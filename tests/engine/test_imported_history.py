@@ -13,8 +13,8 @@ import pytest
 
 from membrane_engine import Membrane
 from membrane_engine.errors import ValidationError
-from membrane_engine.history import claimed_by
-from membrane_engine.imports import preview_file
+from membrane_engine.rules.history import claimed_by
+from membrane_engine.transfer.imports import preview_file
 
 from engine_kit import DAY, T0, iso, rec
 
@@ -66,7 +66,7 @@ def test_past_salience_without_values_is_unknown_not_flat(mem: Membrane, clock: 
     assert got[:3] == [None, None, None]
     assert got[3:] == pytest.approx([0.4, 0.4 * 2 ** -0.5, 0.4 * 2 ** -1.5], abs=1e-6)
     record, anchor, rows = mem._with_trail("m")
-    from membrane_engine import history
+    from membrane_engine.rules import history
 
     assert history.unknown_at(record, anchor, rows, days(0.25, 2.5)) == [True, False]
     # A record this engine knows from its creation on has no unknown past.

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from membrane_engine.errors import ValidationError
-from membrane_engine.policies import PolicyError, load_policy, parse_policy
-from membrane_engine.policy_file import MAX_NESTING, MAX_POLICY_BYTES, MAX_PROBLEMS
-from membrane_engine.policy_snapshots import FORMAT, read
+from membrane_engine.policy.check import PolicyError, load_policy, parse_policy
+from membrane_engine.rules.policy_file import MAX_NESTING, MAX_POLICY_BYTES, MAX_PROBLEMS
+from membrane_engine.policy.snapshots import FORMAT, read
 
 HEAD = '[profiles.a]\nmax_sensitivity = "low"\n'
 MB = 1_000_000

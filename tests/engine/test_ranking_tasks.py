@@ -131,7 +131,7 @@ def test_vectors_of_an_older_provider_are_recomputed(sample: Membrane, tmp_path:
     ones the first time a task asks, and ranks by them."""
     from sqlalchemy import delete, insert
 
-    from membrane_engine.ranking import to_blob
+    from membrane_engine.rules.ranking import to_blob
     from membrane_engine.storage.store import record_vectors
 
     path = tmp_path / "old.db"
@@ -189,7 +189,7 @@ def test_the_default_provider_goes_to_worker_processes_and_threads() -> None:
     import pickle
     from concurrent.futures import ThreadPoolExecutor
 
-    from membrane_engine.ranking import default_embedder
+    from membrane_engine.rules.ranking import default_embedder
 
     provider = default_embedder()
     texts = [f"{task} {i}" for i in range(50) for task in TASKS]
@@ -205,7 +205,7 @@ def test_the_default_provider_goes_to_worker_processes_and_threads() -> None:
 def test_paraphrases_are_what_the_static_model_adds(sample: Membrane, tmp_path: Path) -> None:
     """Tasks worded without the names' words: the word stems alone name a fitting record by
     applicability for 3 of the 12, the default (static model next to the stems) for 4."""
-    from membrane_engine.ranking import StaticLexicalEmbedder
+    from membrane_engine.rules.ranking import StaticLexicalEmbedder
 
     class StemsAlone(StaticLexicalEmbedder):
         name = "stems-alone-test"

@@ -20,7 +20,7 @@ import pytest
 
 from membrane_engine import Membrane
 from membrane_engine.errors import NotFoundError, ValidationError
-from membrane_engine.schema import validate_record
+from membrane_engine.model.records import validate_record
 
 from membrane_kit import T0, iso
 

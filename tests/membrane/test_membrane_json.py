@@ -14,7 +14,7 @@ import pytest
 
 from membrane_engine import Membrane
 from membrane_engine.errors import ValidationError
-from membrane_engine.schema import validate_record
+from membrane_engine.model.records import validate_record
 
 from membrane_kit import MEMBRANE_LINES, T0, go_json, go_record, iso, semantic_payload
 

@@ -238,8 +238,8 @@ def test_boosts_semantic_roots_through_linked_entity(open_store) -> None:
 def test_root_boost_scores() -> None:
     """graph_test.go TestRootBoostAndRelatedEntityEdgeCases (the boost arithmetic; mentions of an
     interpretation are not in this schema)."""
-    from membrane_engine.graph import root_boost
-    from membrane_engine.schema import EntityPayload, MemoryRecord
+    from membrane_engine.retrieval.graph import root_boost
+    from membrane_engine.model.records import EntityPayload, MemoryRecord
 
     target = EntityPayload(kind="entity", canonical_name="Borealis", primary_type="project", types=["project"],
                            aliases=[{"value": "compute cluster"}])

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from membrane_engine.errors import ValidationError
-from membrane_engine.schema import EntityPayload, validate_record
+from membrane_engine.model.records import EntityPayload, validate_record
 
 from membrane_kit import go_json, go_record, semantic_payload
 

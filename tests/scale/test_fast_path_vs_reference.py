@@ -14,7 +14,7 @@ from bench.generate import NOW, SCOPE_NAMES, records
 from bench.reference import naive_retrieve, same_response
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.errors import MembraneError
-from membrane_engine.retrieval import MAX_LIMIT, SELECTED_MAX, records_returned
+from membrane_engine.retrieval.layered import MAX_LIMIT, SELECTED_MAX, records_returned
 
 TYPES = ["episodic", "working", "semantic", "competence", "plan_graph", "entity"]
 LEVELS = ["public", "low", "medium", "high", "hyper"]

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from bench.generate import NOW, records
 from membrane_engine import Membrane
 from membrane_engine.storage.columns import ColumnCache
-from membrane_engine.salience import anchor_of
-from membrane_engine.schema import validate_record
+from membrane_engine.rules.salience import anchor_of
+from membrane_engine.model.records import validate_record
 from membrane_engine.storage.store import record_row
 
 

@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import delete, insert, select, text, update
 
 from membrane_engine import Membrane
-from membrane_engine import clearance as gate
+from membrane_engine.oversight import clearance as gate
 from membrane_engine.errors import ValidationError
-from membrane_engine.row_seal import Seal, access_fields
+from membrane_engine.audit.row_seal import Seal, access_fields
 from membrane_engine.storage.store import access_log
 
 KEY = "correct horse battery staple"

@@ -24,7 +24,7 @@ from membrane_engine.errors import (
     NotFoundError,
     ValidationError,
 )
-from membrane_engine.imports import MAX_RECORD_BYTES
+from membrane_engine.transfer.imports import MAX_RECORD_BYTES
 
 from security_kit import T0, dump, iso, open_loaded, simple
 

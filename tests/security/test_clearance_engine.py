@@ -20,13 +20,13 @@ import pytest
 from sqlalchemy import select
 
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
-from membrane_engine import clearance as gate
+from membrane_engine.oversight import clearance as gate
 from membrane_engine.errors import NotFoundError, ValidationError
-from membrane_engine.explorer import Filters, referencing, search, tag_counts
-from membrane_engine.lookups import search_records
+from membrane_engine.oversight.record_query import Filters, referencing, search, tag_counts
+from membrane_engine.oversight.finders import search_records
 from membrane_engine.storage.store import access_log
-from membrane_engine.trust import Verdict, narrowest, stricter
-from membrane_engine.whatif import compare
+from membrane_engine.rules.trust import Verdict, narrowest, stricter
+from membrane_engine.oversight.trust_diff import compare
 
 import canary_store as cs
 

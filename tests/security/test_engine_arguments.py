@@ -21,11 +21,15 @@ from typing import Any
 import pytest
 
 from membrane_engine import Membrane, RetrieveGraphRequest, RetrieveRequest, TrustContext
-from membrane_engine import clearance as gate
-from membrane_engine import explorer, exposure, labels, lookups, whatif
-from membrane_engine.policy_file import load_policy
+from membrane_engine.oversight import clearance as gate
+from membrane_engine.oversight import record_query as explorer
+from membrane_engine.oversight import exposure
+from membrane_engine.rules import labels
+from membrane_engine.oversight import finders as lookups
+from membrane_engine.oversight import trust_diff as whatif
+from membrane_engine.rules.policy_file import load_policy
 from membrane_engine.errors import AccessDeniedError, MembraneError, NotFoundError, ValidationError
-from membrane_engine.schema import (
+from membrane_engine.model.records import (
     MAX_ACTOR_LENGTH,
     MAX_RATIONALE_LENGTH,
     MAX_REF_LENGTH,
@@ -154,7 +158,7 @@ each("op.time_below", "threshold", {"str": "x", "nan": float("nan")}, lambda m, 
 each("op.reinforce", "rationale", {"long": "r" * (MAX_RATIONALE_LENGTH + 1)}, lambda m, v: op(m).reinforce("s1", v))
 each("op.contest", "contesting_ref", {"long": "x" * (MAX_REF_LENGTH + 1)}, lambda m, v: op(m).contest("s1", v, "why"))
 
-# ------------------------------------------------------------------ the explorer (membrane_engine.explorer)
+# ------------------------------------------------------------------ the explorer (membrane_engine.oversight.record_query)
 F = explorer.Filters
 each("search", "offset", NOT_WHOLE, lambda m, v: explorer.search(m, offset=v))
 each("search", "limit", NOT_WHOLE, lambda m, v: explorer.search(m, limit=v))

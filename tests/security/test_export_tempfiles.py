@@ -50,7 +50,7 @@ if mode.startswith("engine"):
     Facade._iter_export = stalled
     m.export_file(work / "out" / "export.json")
 elif mode.startswith("console"):
-    from membrane_engine import private_files
+    from membrane_engine.transfer import private_files
     private_files.install_cleanup()  # as membrane-console does in its main thread, before serving
     if "stalled" in mode:
         Facade._iter_export = stalled
@@ -195,7 +195,7 @@ def test_a_killed_processs_export_folder_is_removed_by_the_next_one(tmp_path, st
 
 SERVER = r'''
 import sys, threading
-from membrane_engine import private_files
+from membrane_engine.transfer import private_files
 
 def page():  # what the Import / export page does, in a thread of its own
     folder = private_files.new_export_dir()

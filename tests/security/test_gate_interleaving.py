@@ -19,7 +19,7 @@ import gate_kit as kit
 from gate_kit import CONTEXT, RELABELS, T0
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.errors import AccessDeniedError
-from membrane_engine import whatif
+from membrane_engine.oversight import trust_diff as whatif
 
 NARROW = TrustContext(max_sensitivity="public", actor_id="agent-narrow", scopes=["alpha"])  # low is redacted to it
 
@@ -145,7 +145,7 @@ def test_selector_candidates_with_embedder(pair, monkeypatch, relabel):
     when they were stored (or first asked for), never on content read for the request: the
     provider sees only the task descriptor during it, and a candidate relabelled before the
     content read comes back as its new labels allow (redacted: no payload) or not at all."""
-    from membrane_engine.ranking import VectorIndex
+    from membrane_engine.rules.ranking import VectorIndex
 
     reader, writer = pair
     embedder = RecordingEmbedder()
@@ -203,7 +203,7 @@ def test_the_rule_as_read_is_the_rule_explained():
     ``decide``'s verdict (what ``explain`` says), unknown sensitivities and absent scopes
     included; ``gate_as_read`` returns the record, its redacted view, or nothing accordingly."""
     from membrane_engine import MemoryRecord
-    from membrane_engine.trust import decide, gate_as_read, verdict_as_read
+    from membrane_engine.rules.trust import decide, gate_as_read, verdict_as_read
 
     levels = ["public", "low", "medium", "high", "hyper", "secret", "", None]
     scopes = ["", None, "alpha", "beta"]

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import gate_kit as kit
 from gate_kit import CONTEXT
-from membrane_engine.ranking import VectorIndex
+from membrane_engine.rules.ranking import VectorIndex
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
-from membrane_engine import whatif
+from membrane_engine.oversight import trust_diff as whatif
 from membrane_engine.errors import AccessDeniedError, NotFoundError
 
 SECONDS = float(os.environ.get("MEMBRANE_RACE_SECONDS", "3"))

@@ -13,7 +13,7 @@ import pytest
 
 from membrane_engine import MAX_RATIONALE_LENGTH, Membrane, RetrieveRequest, TrustContext
 from membrane_engine.errors import ValidationError
-from membrane_engine.schema import go_empty
+from membrane_engine.model.records import go_empty
 
 import hostile_store as hs
 from security_kit import T0

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from membrane_engine import Membrane
-from membrane_engine.storage import import_writer, json_items
+from membrane_engine.transfer import import_writer
+from membrane_engine.transfer import json_items
 from membrane_engine.errors import AlreadyExistsError, ValidationError
-from membrane_engine.imports import MAX_PROBLEMS, parse_text
+from membrane_engine.transfer.imports import MAX_PROBLEMS, parse_text
 
 from security_kit import FULL, T0, dump, forget, simple
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.errors import MembraneError
-from membrane_engine.imports import parse_text
+from membrane_engine.transfer.imports import parse_text
 
 from security_kit import FULL, iso, T0, open_loaded, simple
 

@@ -1,0 +1,1 @@
+"""Operators kept in the store: passwords, sessions and sign-in tokens (SPEC 10)."""

@@ -1,0 +1,1 @@
+"""What operators look at: clearance, record queries, lookups, metrics, trust diffs."""

@@ -1,0 +1,282 @@
+"""Read-only lookups the console needs beyond the facade: finding records by id or tag,
+choosing ids by type / scope / sensitivity, and audit-log facets and activity aggregates.
+
+Nothing here decides a rule (trust, salience, scores); these are plain queries over the store
+and the column cache.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+from sqlalchemy import Integer, and_, case, cast, func, null, or_, select
+
+from membrane_engine.audit.activity import action_counts, activity_of
+from membrane_engine.audit.trail import filter_conditions
+from membrane_engine.storage.columns import TYPE_CODES
+from membrane_engine.errors import ValidationError
+from membrane_engine.rules.labels import label_candidates, label_contains
+from membrane_engine.model.records import (
+    MAX_OFFSET,
+    MAX_SEARCH_TEXT_LENGTH,
+    check_flag,
+    check_ids,
+    check_string,
+    check_strings,
+    check_whole,
+    sensitivity_level,
+)
+from membrane_engine.storage.store import audit_entries, like_contains, records, tag_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    from membrane_engine.membrane import Membrane
+
+
+MAX_PICK = 100_000  # ids, actors or briefs one lookup returns
+
+
+def _types(values: list[str] | None, name: str) -> list[str]:
+    """A list of memory type names (None or empty: every type)."""
+    values = [getattr(t, "value", t) for t in check_strings(values, name)] if values is not None else []
+    unknown = [t for t in values if t not in TYPE_CODES]
+    if unknown:
+        raise ValidationError(f"{name} has an unknown memory type {unknown[0]!r:.80} (one of {', '.join(TYPE_CODES)})",
+                              [(name, "unknown memory type")])
+    return values
+
+
+@dataclass(frozen=True)
+class Found:
+    """One search hit: enough to label it in a picker."""
+
+    id: str
+    type: str
+    scope: str
+    tags: tuple[str, ...]
+
+
+def search_records(membrane: "Membrane", text: str, limit: int = 200, clearance=None, full_only: bool = False
+                   ) -> list[Found]:
+    """Live records whose id or one of whose tags contains ``text`` (case-insensitive for
+    ASCII), or whose label does (``labels.label``, what a picker names it by: only records seen
+    in full, a label being content), ordered by id. An empty ``text`` lists the first ``limit``
+    ids. With an operator's ``clearance``, only records it sees (with ``full_only``, in full)."""
+    text = (check_string(text, "text", MAX_SEARCH_TEXT_LENGTH, optional=True) or "").strip()
+    limit = check_whole(limit, "limit", 0, MAX_PICK)
+    full_only = check_flag(full_only, "full_only")
+    columns = [records.c.id, records.c.type, records.c.scope, records.c.tags]
+    where = []
+    by_label = None
+    if clearance is not None:
+        from membrane_engine.oversight.clearance import visible_condition
+
+        where.append(visible_condition(clearance, full_only))
+    if text:
+        # Tags are stored as a JSON array written with ASCII escapes; encode the needle the same
+        # way so non-ASCII and quote characters match what is stored.
+        needle = tag_json(text)[1:-1]
+        named = or_(records.c.id.ilike(like_contains(text), escape="\\"),
+                    records.c.tags.ilike(like_contains(needle), escape="\\"))
+        # A label's words are each in the document; the rows found by them alone are labelled
+        # here, reading their documents (in id order, stopping at ``limit``: not every one).
+        by_label = label_candidates(records.c.doc, text, membrane.store.is_sqlite)
+        if by_label is not None and clearance is not None:
+            by_label = and_(by_label, visible_condition(clearance, full_only=True))
+        if by_label is None:
+            where.append(named)
+        else:
+            where.append(or_(named, by_label))
+            columns.append(case((named, null()), else_=records.c.doc).label("doc"))
+    q = select(*columns).where(*where)
+    q = q.order_by(records.c.id)
+    out: list[Found] = []
+    if not limit:
+        return out
+    with membrane.store.read() as conn:
+        if by_label is None:
+            rows = conn.execute(q.limit(limit)).all()
+        else:
+            rows = conn.execute(q.execution_options(yield_per=500))
+        for r in rows:
+            if by_label is not None and r.doc is not None and not label_contains(r.doc, text):
+                continue
+            try:
+                tags = tuple(str(t) for t in json.loads(r.tags or "[]"))
+            except ValueError:
+                tags = ()
+            out.append(Found(r.id, r.type, r.scope, tags))
+            if len(out) >= limit:
+                break
+    return out
+
+
+def filter_ids(membrane: "Membrane", types: list[str] | None = None, scopes: list[str] | None = None,
+               sensitivities: list[str] | None = None) -> list[str]:
+    """Ids of live records matching every given filter (an empty filter matches everything).
+    ``scopes`` compares exact strings; "" selects unscoped records."""
+    types = _types(types, "types")
+    scopes = check_strings(scopes, "scopes") if scopes is not None else None
+    sensitivities = check_strings(sensitivities, "sensitivities") if sensitivities is not None else None
+    snap = membrane.columns.current()
+    mask = snap.alive.copy()
+    if types:
+        mask &= np.isin(snap.type_code, np.array([TYPE_CODES[t] for t in types], dtype=np.int8))
+    if scopes is not None and len(scopes):
+        wanted = [i for i, name in enumerate(snap.scope_names) if name in set(scopes)]
+        mask &= np.isin(snap.scope_code, np.array(wanted, dtype=np.int32))
+    if sensitivities:
+        levels = np.array([sensitivity_level(s) for s in sensitivities], dtype=np.int8)
+        mask &= np.isin(snap.sens_level, levels)
+    return sorted(str(x) for x in snap.ids[mask])
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def audit_actors(membrane: "Membrane", limit: int = 500) -> list[str]:
+    """Distinct actors in the audit log, most frequent first (at most ``limit``)."""
+    limit = check_whole(limit, "limit", 0, MAX_PICK)
+    q = (select(audit_entries.c.actor, func.count().label("n")).group_by(audit_entries.c.actor)
+         .order_by(func.count().desc(), audit_entries.c.actor).limit(limit))
+    with membrane.store.read() as conn:
+        return [r.actor for r in conn.execute(q)]
+
+
+def audit_span(membrane: "Membrane") -> tuple[float, float] | None:
+    """(oldest, newest) entry time in epoch seconds, or None for an empty log."""
+    # One subquery per bound: each is then one look into the ts index (both aggregates in one
+    # SELECT made SQLite scan the whole log, 140 ms at 2M entries).
+    lo_q = select(func.min(audit_entries.c.ts)).scalar_subquery()
+    hi_q = select(func.max(audit_entries.c.ts)).scalar_subquery()
+    with membrane.store.read() as conn:
+        lo, hi = conn.execute(select(lo_q, hi_q)).one()
+    return None if lo is None else (float(lo), float(hi))
+
+
+def audit_newest(membrane: "Membrane") -> int:
+    """The newest audit entry's sequence number (0 for an empty log). Entries are append-only,
+    so a count or chart of the log is current while this is unchanged."""
+    with membrane.store.read() as conn:
+        return int(conn.execute(select(func.max(audit_entries.c.seq))).scalar() or 0)
+
+
+def audit_activity(membrane: "Membrane", bucket_seconds: float = 86400.0, actor: str | None = None,
+                   action: str | None = None, record_id: str | None = None, since: datetime | None = None,
+                   until: datetime | None = None, clearance=None) -> list[tuple[float, str, int]]:
+    """Entry counts per time bucket and action, filtered like ``audit_query`` (``action`` is a
+    stored action): ``[(bucket start, epoch seconds), action, count]`` ordered by time, then
+    action, a retract named "retract" (``activity.action_counts``). With an operator's
+    ``clearance``, of the entries of records it sees only."""
+    from membrane_engine.oversight.clearance import audit_conditions, sees_everything
+
+    if clearance is not None and sees_everything(clearance):
+        clearance = None
+    if isinstance(bucket_seconds, bool) or not isinstance(bucket_seconds, numbers.Real) \
+            or not math.isfinite(bucket_seconds) or not bucket_seconds > 0:
+        raise ValidationError(f"bucket_seconds must be a positive number of seconds (got {bucket_seconds!r:.80})",
+                              [("bucket_seconds", "not a positive number")])
+    bucket_seconds = float(bucket_seconds)
+    if (not (actor or action or record_id) and since is None and until is None and bucket_seconds % 3600 == 0
+            and clearance is None):
+        # the whole log: counted once per process, then the new entries
+        return activity_of(membrane).buckets(bucket_seconds)
+    scaled = audit_entries.c.ts / bucket_seconds
+    # SQLite may lack floor(); timestamps are positive, so truncation is the floor there.
+    bucket = cast(scaled, Integer) if membrane.store.is_sqlite else func.floor(scaled)
+    conditions = filter_conditions(actor, action, record_id, since, until)
+    with membrane.store.read() as conn:
+        newest = conn.execute(select(func.max(audit_entries.c.seq))).scalar() or 0
+        if clearance is not None:
+            # Counting by actor only over records seen in full, as audit_query filters: who wrote
+            # an entry is withheld on a record seen redacted (group M2).
+            conditions = [*conditions, *audit_conditions(conn, clearance, full_only=bool(actor))]
+        counts = action_counts(conn, bucket, [*conditions, audit_entries.c.seq <= newest])
+    return [(float(b) * bucket_seconds, a, n) for (b, a), n in sorted(counts.items())]
+
+
+@dataclass(frozen=True)
+class Brief:
+    """A live record's scalar facts, read from the column cache (no document parsing)."""
+
+    id: str
+    type: str
+    sensitivity: str
+    scope: str
+    pinned: bool
+    deletion_policy: str
+
+
+def briefs(membrane: "Membrane", record_ids: list[str]) -> dict[str, Brief]:
+    """Scalar facts of the live records among ``record_ids`` (absent ids are left out)."""
+    from membrane_engine.storage.columns import POLICY_CODES, TYPE_NAMES
+    from membrane_engine.model.records import Sensitivity
+
+    record_ids = check_ids(record_ids, "record_ids")
+    snap = membrane.columns.current()
+    levels = {sensitivity_level(s): s.value for s in Sensitivity}
+    policies = {code: name for name, code in POLICY_CODES.items()}
+    out: dict[str, Brief] = {}
+    for rid in record_ids:
+        i = snap.row_of.get(rid)
+        if i is None or not snap.alive[i]:
+            continue
+        out[rid] = Brief(rid, TYPE_NAMES[int(snap.type_code[i])], levels.get(int(snap.sens_level[i]), "?"),
+                         snap.scope_names[int(snap.scope_code[i])], bool(snap.decay.pinned[i]),
+                         policies.get(int(snap.policy[i]), "?"))
+    return out
+
+
+SAMPLE_ACTOR = "membrane-console:sample"  # the actor of the bundled sample's import (membrane.py)
+
+
+def sample_loaded_at(membrane: "Membrane") -> float | None:
+    """When the bundled sample store was loaded into this store (epoch seconds), or None when
+    it was not: its import is the only one written by ``SAMPLE_ACTOR`` (one look into the actor
+    index)."""
+    q = select(func.min(audit_entries.c.ts)).where(audit_entries.c.actor == SAMPLE_ACTOR)
+    with membrane.store.read() as conn:
+        value = conn.execute(q).scalar()
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class HiddenPage:
+    """Records a trust context does not see: how many (``total``), how many of them an
+    operator's clearance sees (``seen``, the ones that may be listed), and one page of those."""
+
+    total: int
+    seen: int
+    records: list[Brief]
+
+
+def hidden_records(membrane: "Membrane", trust, clearance, memory_types: list[str] | None = None,
+                   offset: int = 0, limit: int = 25) -> HiddenPage:
+    """Live records of ``memory_types`` (all when empty) that ``trust`` does not see at all,
+    decided by the trust rule over the column cache (``trust.verdicts``, vectorized). Only those
+    the operator's ``clearance`` sees are listed (ordered by id); the others are counted."""
+    from membrane_engine.rules.trust import VERDICT_CODES, Verdict, as_trust, verdicts
+
+    trust, clearance = as_trust(trust), as_trust(clearance, "clearance")
+    memory_types = _types(memory_types, "memory_types")
+    offset = check_whole(offset, "offset", 0, MAX_OFFSET)
+    limit = check_whole(limit, "limit", 0, MAX_PICK)
+    snap = membrane.columns.current()
+    mask = snap.alive.copy()
+    if memory_types:
+        mask &= np.isin(snap.type_code, np.array([TYPE_CODES[str(t)] for t in memory_types], dtype=np.int8))
+    hidden = VERDICT_CODES[Verdict.HIDDEN]
+    mask &= verdicts(snap.sens_level, snap.scope_code, snap.scope_names, trust) == hidden
+    total = int(np.count_nonzero(mask))
+    mask &= verdicts(snap.sens_level, snap.scope_code, snap.scope_names, clearance) != hidden
+    rows = np.nonzero(mask)[0]
+    ids = snap.ids[rows].astype(str)
+    order = np.argsort(ids, kind="stable")
+    chosen = [str(ids[i]) for i in order[offset:offset + limit]]
+    found = briefs(membrane, chosen)
+    return HiddenPage(total, int(len(rows)), [found[r] for r in chosen if r in found])

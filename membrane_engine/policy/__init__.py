@@ -1,0 +1,1 @@
+"""Policies as code (SPEC 11): checking a policy file against the store, and snapshots."""

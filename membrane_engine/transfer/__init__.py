@@ -1,0 +1,1 @@
+"""Moving records in and out: imports, exports' private files and the sample store."""
