@@ -18,8 +18,8 @@ import numpy as np
 from membrane_engine.curation.operations import CurationPlan
 from membrane_engine.policy.snapshots import RANK
 from membrane_engine.model.records import SENSITIVITY_LEVELS, MemoryRecord, check_whole
-from membrane_engine.rules.trust import TrustContext, verdicts
-from membrane_engine.oversight.trust_diff import VERDICT_NAMES as _NAMES
+from membrane_engine.rules.trust import VERDICT_NAMES, TrustContext, verdicts
+
 SHOWN_PER_PROFILE = 200
 MAX_SHOWN = 100_000  # records listed per profile
 
@@ -96,13 +96,13 @@ def _exposures(before: list[Any | None], after: list[Any | None], profiles: Mapp
         moved = np.nonzero(vb != va)[0]
         pair = vb[moved] * 3 + va[moved]
         tally = np.bincount(pair, minlength=9)
-        out.counts[name] = {(_NAMES[k // 3], _NAMES[k % 3]): int(n) for k, n in enumerate(tally) if n}
+        out.counts[name] = {(VERDICT_NAMES[k // 3], VERDICT_NAMES[k % 3]): int(n) for k, n in enumerate(tally) if n}
         gain = va[moved] - vb[moved]
         for k in moved[np.argsort(-gain, kind="stable")][:limit].tolist():
             rec = after[k] if after[k] is not None else before[k]
             out.changes.append(Exposure(name, str(_field(rec, "id")), str(_field(rec, "type")),
                                         str(_field(rec, "sensitivity")), str(_field(rec, "scope") or ""),
-                                        _NAMES[int(vb[k])], _NAMES[int(va[k])]))
+                                        VERDICT_NAMES[int(vb[k])], VERDICT_NAMES[int(va[k])]))
     out.changes.sort(key=lambda e: (not e.gain, e.profile, e.id))
     return out
 

@@ -15,11 +15,18 @@ import numpy as np
 
 from membrane_engine.storage.columns import TYPE_CODES, TYPE_NAMES
 from membrane_engine.errors import NilTrustError, ValidationError
-from membrane_engine.model.records import MAX_OFFSET, MemoryRecord, MemoryType, Sensitivity, check_whole
-from membrane_engine.rules.trust import VERDICT_CODES, TrustContext, Verdict, as_trust, gate_as_read, verdicts
+from membrane_engine.model.records import MAX_OFFSET, MemoryRecord, MemoryType, check_whole
+from membrane_engine.rules.trust import (
+    SENSITIVITY_NAMES,
+    VERDICT_NAMES,
+    TrustContext,
+    Verdict,
+    as_trust,
+    gate_as_read,
+    verdict_counts,
+    verdicts,
+)
 
-VERDICT_NAMES = {code: verdict.value for verdict, code in VERDICT_CODES.items()}
-SENSITIVITY_NAMES = [s.value for s in Sensitivity]
 MAX_PAGE = 100_000  # changed records listed by one compare
 
 
@@ -64,11 +71,6 @@ def _type_codes(memory_types: Iterable[Any] | None) -> np.ndarray | None:
                                   [("memory_types", f"unknown type {value!r}")]) from None
         codes.append(TYPE_CODES[name])
     return np.array(sorted(set(codes)), dtype=np.int8)
-
-
-def _counts(codes: np.ndarray) -> dict[str, int]:
-    tally = np.bincount(codes.astype(np.int64), minlength=3)
-    return {VERDICT_NAMES[c]: int(tally[c]) for c in (2, 1, 0)}
 
 
 def compare(membrane: Any, trust_a: TrustContext | None, trust_b: TrustContext | None,
@@ -133,7 +135,7 @@ def compare(membrane: Any, trust_a: TrustContext | None, trust_b: TrustContext |
             before=VERDICT_NAMES[int(va[j])], after=VERDICT_NAMES[int(vb[j])],
         ))
     return WhatIf(
-        counts_a=_counts(va), counts_b=_counts(vb), transitions=transitions, total=int(len(rows)),
+        counts_a=verdict_counts(va), counts_b=verdict_counts(vb), transitions=transitions, total=int(len(rows)),
         changed=int(np.count_nonzero(diff)), rows=out, offset=offset, listed=int(len(picked)), beyond=beyond,
     )
 

@@ -32,8 +32,8 @@ from membrane_engine.retrieval.layered import _explanation
 from membrane_engine.model.records import as_utc, check_instant, check_whole
 from membrane_engine.storage.store import like_contains, records, tag_json
 from membrane_engine.rules.trust import VERDICT_CODES, TrustContext, verdicts
-from membrane_engine.oversight.trust_diff import SENSITIVITY_NAMES, VERDICT_NAMES
-from membrane_engine.oversight.trust_diff import _counts  # verdict -> records, the same tally what-if shows
+from membrane_engine.rules.trust import SENSITIVITY_NAMES, VERDICT_NAMES
+from membrane_engine.rules.trust import verdict_counts as _counts  # verdict -> records, the same tally what-if shows
 
 SHOWN_PER_FAILURE = 20  # offending records listed (and explained) per failing assertion
 MAX_SHOWN = 10_000  # the most one check may list per assertion (each is explained)

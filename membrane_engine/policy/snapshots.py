@@ -24,7 +24,7 @@ import numpy as np
 from membrane_engine.errors import ValidationError
 from membrane_engine.policy.check import Evaluator, Policy
 from membrane_engine.rules.trust import TrustContext
-from membrane_engine.oversight.trust_diff import VERDICT_NAMES as _NAMES
+from membrane_engine.rules.trust import VERDICT_NAMES as _NAMES
 
 FORMAT = "membrane-policy-snapshot/1"
 RANK = {"hidden": 0, "redacted": 1, "full": 2}

@@ -43,6 +43,15 @@ class Verdict(str, Enum):
 
 
 VERDICT_CODES = {Verdict.HIDDEN: 0, Verdict.REDACTED: 1, Verdict.FULL: 2}
+VERDICT_NAMES = {code: verdict.value for verdict, code in VERDICT_CODES.items()}
+SENSITIVITY_NAMES = [s.value for s in Sensitivity]  # by level: SENSITIVITY_NAMES[level]
+
+
+def verdict_counts(codes: np.ndarray) -> dict[str, int]:
+    """Records per verdict of VERDICT_CODES ``codes``, full first (the tally what-if and policy
+    checks both show)."""
+    tally = np.bincount(codes.astype(np.int64), minlength=3)
+    return {VERDICT_NAMES[c]: int(tally[c]) for c in (2, 1, 0)}
 
 
 def scopes_tuple(value: Any) -> tuple[str, ...]:
@@ -288,6 +297,6 @@ def redact(record: MemoryRecord) -> MemoryRecord:
 
 __all__ = [
     "SENSITIVITY_LEVELS", "TrustContext", "Verdict", "Reason", "Decision", "decide", "verdicts",
-    "redact", "scope_decision", "VERDICT_CODES", "as_trust", "verdict_as_read", "gate_as_read", "narrowest",
+    "redact", "scope_decision", "VERDICT_CODES", "VERDICT_NAMES", "SENSITIVITY_NAMES", "verdict_counts", "as_trust", "verdict_as_read", "gate_as_read", "narrowest",
     "covers", "stricter",
 ]
