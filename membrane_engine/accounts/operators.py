@@ -23,13 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
-
 from membrane_engine.audit import row_seal
 from membrane_engine.errors import AlreadyExistsError, MembraneError, NotFoundError, ValidationError
-from membrane_engine.rules.roles import Operator, Role
 from membrane_engine.model.records import Sensitivity, format_time
-from membrane_engine.storage.store import Store, operator_events, operator_tokens, operators
+from membrane_engine.rules.roles import Operator, Role
+from membrane_engine.storage import accounts as rows
+from membrane_engine.storage.store import Store
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 MIN_PASSWORD = 12
@@ -163,17 +162,17 @@ class Operators:
 
     def list(self) -> list[Operator]:
         with self.store.read() as conn:
-            return [self._operator(r) for r in conn.execute(select(operators).order_by(operators.c.name))]
+            return [self._operator(r) for r in rows.operator_rows(conn)]
 
     def count(self) -> int:
         with self.store.read() as conn:
-            return conn.execute(select(func.count()).select_from(operators)).scalar_one()
+            return rows.operator_count(conn)
 
     def get(self, name: str) -> Operator:
         """The operator named ``name``; OperatorNotFoundError when there is none, or when its row
         does not verify (written outside the engine: row_seal.py), so no role check trusts it."""
         with self.store.read() as conn:
-            row = conn.execute(select(operators).where(operators.c.name == name)).first()
+            row = rows.operator_row(conn, name)
             honoured = row is not None and row_seal.operator_holds(conn, row)
         if not honoured:
             raise OperatorNotFoundError(name)
@@ -185,15 +184,14 @@ class Operators:
         if not isinstance(email, str) or "@" not in email:
             return None
         with self.store.read() as conn:
-            row = conn.execute(select(operators).where(func.lower(operators.c.email) == email.strip().lower())).first()
+            row = rows.operator_by_email(conn, email.strip().lower())
             honoured = row is not None and row_seal.operator_holds(conn, row)
         return self._operator(row) if honoured else None
 
     def has_password(self) -> bool:
         """Does any operator have a password (local sign-in is possible)?"""
         with self.store.read() as conn:
-            return conn.execute(select(func.count()).select_from(operators)
-                                .where(operators.c.password_hash.is_not(None))).scalar_one() > 0
+            return rows.any_password(conn)
 
     def roster(self) -> list[tuple[Operator, bool, bool]]:
         """Every operator with whether a password is set and whether the row verifies (one
@@ -202,15 +200,12 @@ class Operators:
         with self.store.read() as conn:
             seal = row_seal.reading(conn)
             return [(self._operator(r), r.password_hash is not None, row_seal.operator_holds(conn, r, seal))
-                    for r in conn.execute(select(operators).order_by(operators.c.name)).all()]
+                    for r in rows.operator_rows(conn)]
 
     def events(self, operator: str | None = None) -> list[OperatorEvent]:
-        q = select(operator_events).order_by(operator_events.c.seq)
-        if operator is not None:
-            q = q.where(operator_events.c.operator == operator)
         with self.store.read() as conn:
             return [OperatorEvent(r.seq, r.timestamp, r.actor, r.action, r.operator, json.loads(r.details), r.hash)
-                    for r in conn.execute(q)]
+                    for r in rows.event_rows(conn, operator)]
 
     def verify_events(self) -> list[str]:
         """Problems of the operator log's hash chain (an edited, removed or reordered entry)."""
@@ -223,9 +218,8 @@ class Operators:
         if not isinstance(actor, str) or not actor.strip():
             raise ValidationError(f"actor must be a non-empty string (got {actor!r})", [("actor", repr(actor))])
         # The newest entry, read inside this write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL:
-        # FOR UPDATE on it), so two writers cannot both link to it.
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("LOCK TABLE operator_events IN EXCLUSIVE MODE")
+        # the log locked), so two writers cannot both link to it.
+        rows.lock_event_log(conn)
         # Refuses a process without the key of a keyed store (AuditKeyError names
         # MEMBRANE_AUDIT_KEY), before anything of this transaction is committed.
         seal = row_seal.writing(conn)
@@ -233,9 +227,8 @@ class Operators:
         stamp = format_time(datetime.now(timezone.utc))
         text = json.dumps(details, sort_keys=True)
         hashed = _event_hash(prev, seq, stamp, actor, action, name, text, seal)
-        conn.execute(insert(operator_events).values(
-            seq=seq, timestamp=stamp, actor=actor, action=action, operator=name, details=text, prev_hash=prev,
-            hash=hashed))
+        rows.insert_event(conn, {"seq": seq, "timestamp": stamp, "actor": actor, "action": action, "operator": name,
+                                 "details": text, "prev_hash": prev, "hash": hashed})
         row_seal.put_head(conn, seal, row_seal.EVENTS_HEAD, seq, hashed)
         if action in row_seal.ROW_WRITING:
             row_seal.seal_operator(conn, seal, name)  # its MAC covers this event: an older copy does not verify
@@ -250,12 +243,12 @@ class Operators:
         stored = hash_password(password) if password is not None else None
         now = self._clock()
         with self.store.write() as conn:
-            if conn.execute(select(operators.c.name).where(operators.c.name == name)).first():
+            if rows.operator_exists(conn, name):
                 raise OperatorExistsError(f"operator {name!r} already exists")
             self._email_free(conn, email, name)
-            conn.execute(insert(operators).values(name=name, role=role.value, max_sensitivity=sens.value,
-                                                  scopes=json.dumps(scopes), email=email, password_hash=stored,
-                                                  created_at=now, updated_at=now))
+            rows.insert_operator(conn, {"name": name, "role": role.value, "max_sensitivity": sens.value,
+                                        "scopes": json.dumps(scopes), "email": email, "password_hash": stored,
+                                        "created_at": now, "updated_at": now})
             self._log(conn, actor, "add", name, {"role": role.value, "clearance": sens.value, "scopes": scopes,
                                                  "email": email, "password": stored is not None})
         return self.get(name)
@@ -282,7 +275,7 @@ class Operators:
                 self._email_free(conn, values["email"], name)
             if "role" in values and values["role"] != Role.ADMIN.value:
                 self._keep_an_admin(conn, name)
-            conn.execute(update(operators).where(operators.c.name == name).values(**values, updated_at=self._clock()))
+            rows.update_operator(conn, name, {**values, "updated_at": self._clock()})
             shown = {("clearance" if k == "max_sensitivity" else k): (json.loads(v) if k == "scopes" else v)
                      for k, v in values.items()}
             self._log(conn, actor, "set", name, shown)
@@ -294,21 +287,19 @@ class Operators:
         with self.store.write() as conn:
             self._existing(conn, name)
             self._keep_an_admin(conn, name)
-            conn.execute(delete(operators).where(operators.c.name == name))
-            conn.execute(delete(operator_tokens).where(operator_tokens.c.operator == name))
+            rows.delete_operator(conn, name)
+            rows.delete_operator_tokens(conn, name)
             self._log(conn, actor, "remove", name, {})
 
     def passwd(self, name: str, password: str, *, actor: str) -> None:
         stored = hash_password(password)
         with self.store.write() as conn:
             self._existing(conn, name)
-            conn.execute(update(operators).where(operators.c.name == name)
-                         .values(password_hash=stored, updated_at=self._clock()))
+            rows.update_operator(conn, name, {"password_hash": stored, "updated_at": self._clock()})
             self._end_sessions(conn, name)
             # A first-run link exists to give an operator without a password a way in: once they
             # have one, an outstanding link would only be a second key lying around.
-            conn.execute(delete(operator_tokens).where((operator_tokens.c.operator == name)
-                                                       & (operator_tokens.c.kind == FIRST_RUN)))
+            rows.delete_operator_tokens(conn, name, FIRST_RUN)
             self._log(conn, actor, "passwd", name, {})
 
     def verify_password(self, name: str, password: str) -> Operator | None:
@@ -316,7 +307,7 @@ class Operators:
         row = None
         if isinstance(name, str) and NAME_PATTERN.match(name):
             with self.store.read() as conn:
-                row = conn.execute(select(operators).where(operators.c.name == name)).first()
+                row = rows.operator_row(conn, name)
                 if row is not None and not row_seal.operator_holds(conn, row):
                     row = None  # written outside the engine: as if unknown (same work either way)
         ok = password_matches(password if isinstance(password, str) else "", row.password_hash if row else None)
@@ -331,10 +322,10 @@ class Operators:
         with self.store.write() as conn:
             self._existing(conn, name)
             seal = row_seal.writing(conn)  # a keyed store's tokens only from a process with its key
-            conn.execute(delete(operator_tokens).where(operator_tokens.c.expires_at < now))
+            rows.delete_expired_tokens(conn, now)
             row = {"token_hash": token_hash(token), "kind": kind, "operator": name, "expires_at": now + ttl,
                    "used_at": None}
-            conn.execute(insert(operator_tokens).values(**row, mac=seal.make(row_seal.token_fields(row))))
+            rows.insert_token(conn, {**row, "mac": seal.make(row_seal.token_fields(row))})
             if kind == FIRST_RUN:
                 self._log(conn, actor or "membrane-console", "first_run_link", name, {"expires_in_s": int(ttl)})
         return token
@@ -346,13 +337,11 @@ class Operators:
         if not isinstance(token, str) or not 16 <= len(token) <= 200:
             return None
         h, now = token_hash(token), self._clock()
-        live = ((operator_tokens.c.token_hash == h) & (operator_tokens.c.kind == kind)
-                & (operator_tokens.c.expires_at > now) & operator_tokens.c.used_at.is_(None))
         with self.store.write() as conn:
-            row = conn.execute(select(operator_tokens).where(live)).first()
+            row = rows.live_token(conn, h, kind, now)
             if row is None:
                 return None
-            op = conn.execute(select(operators).where(operators.c.name == row.operator)).first()
+            op = rows.operator_row(conn, row.operator)
             seal = row_seal.reading(conn)
             if op is None or not row_seal.token_holds(row, seal) or not row_seal.operator_holds(conn, op, seal):
                 return None  # minted or changed outside the engine (row_seal.py)
@@ -362,9 +351,8 @@ class Operators:
                 if op.password_hash is not None:
                     return None
                 seal = row_seal.writing(conn)
-                used = row_seal.token_fields({**row._mapping, "used_at": now})
-                if conn.execute(update(operator_tokens).where(live)
-                                .values(used_at=now, mac=seal.make(used))).rowcount != 1:
+                used = row_seal.token_fields({**rows.token_values(row), "used_at": now})
+                if not rows.use_token(conn, h, kind, now, seal.make(used)):
                     return None
                 self._log(conn, f"operator:{row.operator}", "first_run_used", row.operator, {})
         return self._operator(op)
@@ -374,11 +362,8 @@ class Operators:
         if not isinstance(token, str) or not 16 <= len(token) <= 200:
             return None
         with self.store.read() as conn:
-            row = conn.execute(
-                select(operator_tokens)
-                .where((operator_tokens.c.token_hash == token_hash(token)) & (operator_tokens.c.kind == SESSION)
-                       & (operator_tokens.c.expires_at > self._clock()) & operator_tokens.c.used_at.is_(None))).first()
-            op = None if row is None else conn.execute(select(operators).where(operators.c.name == row.operator)).first()
+            row = rows.live_token(conn, token_hash(token), SESSION, self._clock())
+            op = None if row is None else rows.operator_row(conn, row.operator)
             seal = row_seal.reading(conn)
             # A token row or operator row written outside the engine (its MAC does not hold) signs no one in.
             if op is None or not row_seal.token_holds(row, seal) or not row_seal.operator_holds(conn, op, seal):
@@ -388,7 +373,7 @@ class Operators:
     def end_session(self, token: str) -> None:
         if isinstance(token, str) and token:
             with self.store.write() as conn:
-                conn.execute(delete(operator_tokens).where(operator_tokens.c.token_hash == token_hash(token)))
+                rows.delete_token(conn, token_hash(token))
 
     # helpers -----------------------------------------------------------------------------
 
@@ -402,28 +387,25 @@ class Operators:
 
     @staticmethod
     def _existing(conn, name: str) -> None:
-        if conn.execute(select(operators.c.name).where(operators.c.name == name)).first() is None:
+        if not rows.operator_exists(conn, name):
             raise OperatorNotFoundError(name)
 
     @staticmethod
     def _email_free(conn, email: str | None, name: str) -> None:
         if email is None:
             return
-        other = conn.execute(select(operators.c.name).where((func.lower(operators.c.email) == email)
-                                                            & (operators.c.name != name))).first()
+        other = rows.email_owner(conn, email, name)
         if other is not None:
-            raise OperatorExistsError(f"email {email!r} already belongs to operator {other.name!r}")
+            raise OperatorExistsError(f"email {email!r} already belongs to operator {other!r}")
 
     @staticmethod
     def _keep_an_admin(conn, name: str) -> None:
         """Refuse to remove or demote the last admin: nobody could manage operators afterwards
         except through the command line on the store itself."""
-        admins = [r.name for r in conn.execute(select(operators.c.name).where(operators.c.role == Role.ADMIN.value))]
-        if admins == [name]:
+        if rows.names_with_role(conn, Role.ADMIN.value) == [name]:
             raise ValidationError(f"{name!r} is the last admin; add another admin first", [("role", name)])
 
     @staticmethod
     def _end_sessions(conn, name: str) -> None:
-        conn.execute(delete(operator_tokens).where((operator_tokens.c.operator == name)
-                                                   & (operator_tokens.c.kind == SESSION)))
+        rows.delete_operator_tokens(conn, name, SESSION)
 
