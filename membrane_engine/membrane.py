@@ -14,6 +14,7 @@ import numpy as np
 
 from membrane_engine.audit import trail as audit
 from membrane_engine.audit import verify as audit_verify
+from membrane_engine.rules.chain import AuditRow
 from membrane_engine.rules import history
 from membrane_engine.transfer import private_files
 from membrane_engine.storage.columns import TYPE_NAMES, ColumnCache
@@ -468,7 +469,7 @@ class Membrane(CurationMixin):
                 raise NotFoundError(record_id)
         return [r.entry for r in rows]
 
-    def audit_rows(self, record_id: str) -> list[audit.AuditRow]:
+    def audit_rows(self, record_id: str) -> list[AuditRow]:
         record_id = check_id(record_id)
         with self.store.read() as conn:
             return audit.log_of(conn, record_id)
@@ -500,7 +501,7 @@ class Membrane(CurationMixin):
                 raise NotFoundError(record_id)
         return record_id
 
-    def _with_trail(self, record_id: str) -> tuple[MemoryRecord, tuple[float, float], list[audit.AuditRow]]:
+    def _with_trail(self, record_id: str) -> tuple[MemoryRecord, tuple[float, float], list[AuditRow]]:
         record_id = check_id(record_id)
         with self.store.read() as conn:
             rows = self.store.fetch(conn, [record_id])
@@ -514,7 +515,7 @@ class Membrane(CurationMixin):
         record.audit_log = [r.entry for r in trail]
         return record, (row.anchor_salience, row.anchor_at), trail
 
-    def audit_query(self, clearance: TrustContext | None = None, **filters: Any) -> tuple[int, list[audit.AuditRow]]:
+    def audit_query(self, clearance: TrustContext | None = None, **filters: Any) -> tuple[int, list[AuditRow]]:
         """Entries across the store, newest first: (total matching, one page). Filters: actor,
         action, record_id, since, until; the page: limit (default 1000), offset. With an
         operator's ``clearance``, as ``clearance.audit_query``."""

@@ -5,7 +5,7 @@ writer of that database who does not hold ``MEMBRANE_AUDIT_KEY`` must not be abl
 operator, mint a session or erase an access unnoticed. So, as audit entries are:
 
 - every row of ``operators`` and ``operator_tokens`` carries a MAC over its content (``mac``:
-  HMAC-SHA256 under the key, as ``audit._digest`` makes it; plain sha256 in an unkeyed store).
+  HMAC-SHA256 under the key, as ``chain.digest`` makes it; plain sha256 in an unkeyed store).
   An operator's MAC also covers the hash of the newest operator event that wrote the row, so an
   older copy of the row (from before a demotion) put back does not verify either;
 - ``operator_events`` and ``access_log`` are hash chains (each entry covers the one before it)
@@ -38,7 +38,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from membrane_engine.audit import trail as audit
-from membrane_engine.audit.trail import GENESIS, STORE_SUBJECT, KeyState, _canonical, _digest, signing_key
+from membrane_engine.rules.chain import GENESIS, STORE_SUBJECT, KeyState, canonical, digest, signing_key
 from membrane_engine.model.records import AuditAction
 from membrane_engine.storage.store import (
     access_log,
@@ -70,7 +70,7 @@ class Seal:
     sealed: bool = False  # the store's own audit log says the tables were sealed
 
     def make(self, fields: list[Any]) -> str:
-        return _digest(_canonical(fields), self.key)
+        return digest(canonical(fields), self.key)
 
     def holds(self, stored: str | None, fields: list[Any], keyed: bool | None = None) -> bool:
         """Does ``stored`` seal ``fields``? A plain MAC only where keyed ones are not required
@@ -78,10 +78,10 @@ class Seal:
         if not isinstance(stored, str):
             return False
         must = self.strict if keyed is None else keyed
-        content = _canonical(fields)
+        content = canonical(fields)
         if stored.startswith(HMAC):
-            return self.key is not None and hmac.compare_digest(stored, _digest(content, self.key))
-        return not must and stored.startswith(PLAIN) and stored == _digest(content, None)
+            return self.key is not None and hmac.compare_digest(stored, digest(content, self.key))
+        return not must and stored.startswith(PLAIN) and stored == digest(content, None)
 
     def checkable(self, stored: str | None) -> bool:
         """Can this process check ``stored`` at all (a keyed MAC needs the key)?"""
@@ -112,7 +112,7 @@ def access_fields(prev: str, row: Any) -> list[Any]:
 
 def event_fields(prev: str, seq: int, timestamp: str, actor: str, action: str, operator: str, details: str
                  ) -> list[Any]:
-    # The fields of ``audit.entry_hash`` (the record chain's), so events written before the
+    # The fields of ``chain.entry_hash`` (the record chain's), so events written before the
     # operator tables were sealed keep their hashes: the record id slot names the operator.
     return [prev, f"operator:{operator}", seq, action, actor, timestamp, details, None]
 

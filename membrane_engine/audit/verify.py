@@ -19,18 +19,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from membrane_engine.audit.trail import (
-    CONTENT_COLUMNS,
+from membrane_engine.rules.chain import (
     GENESIS,
     STORE_SUBJECT,
     KeyState,
-    _canonical,
-    _digest,
-    _scheme,
     archived_digest,
-    live_digest,
+    canonical,
+    digest,
+    scheme,
     signing_key,
 )
+from membrane_engine.storage.audit_log import CONTENT_COLUMNS, live_digest
 from membrane_engine.errors import AuditKeyError, ValidationError
 from membrane_engine.model.records import AuditEntry, format_time, parse_time, to_epoch
 from membrane_engine.storage.store import archive, audit_entries, audit_subjects, meta
@@ -122,7 +121,7 @@ def _tail(conn: Connection) -> tuple[int, str]:
 
 
 def _signed_fields(cp: dict[str, Any]) -> bytes:
-    return _canonical([CHECKPOINT_KIND, cp["store_id"], cp["position"], cp["head"], cp["taken_at"], cp["keyed"]])
+    return canonical([CHECKPOINT_KIND, cp["store_id"], cp["position"], cp["head"], cp["taken_at"], cp["keyed"]])
 
 
 def checkpoint(conn: Connection, now: datetime) -> dict[str, Any]:
@@ -139,7 +138,7 @@ def checkpoint(conn: Connection, now: datetime) -> dict[str, Any]:
                           "position": position, "entries": position + 1, "head": head,
                           "taken_at": format_time(now), "keyed": keyed is not None}
     if key:
-        cp["signature"] = _digest(_signed_fields(cp), key)
+        cp["signature"] = digest(_signed_fields(cp), key)
     return cp
 
 
@@ -189,7 +188,7 @@ def _against_checkpoint(cp: dict[str, Any], store_id: str | None, keyed: KeyStat
         if not key:
             out.append(Problem(None, None, "the checkpoint is signed, and without MEMBRANE_AUDIT_KEY its signature "
                                            "cannot be checked", "key"))
-        elif not hmac.compare_digest(signature, _digest(_signed_fields(cp), key)):
+        elif not hmac.compare_digest(signature, digest(_signed_fields(cp), key)):
             out.append(Problem(None, None, "the checkpoint's signature does not match: the file was edited, or "
                                            "signed with another key", "checkpoint"))
     if cp["keyed"] and keyed is None:
@@ -387,7 +386,7 @@ def verify(conn: Connection, cp: dict[str, Any] | None = None) -> list[Problem]:
         if head is None:
             problems.append(Problem(rid, None, "record has entries but no chain head", "head"))
             return
-        verdict = hashes.check(head, _canonical(["head", rid, c.last_position, c.prev, seal_digest]),
+        verdict = hashes.check(head, canonical(["head", rid, c.last_position, c.prev, seal_digest]),
                                c.last_store_position)
         if verdict == "forged":
             problems.append(Problem(rid, None, "chain head is sealed with plain sha256 but the store is keyed "
@@ -430,13 +429,13 @@ def verify(conn: Connection, cp: dict[str, Any] | None = None) -> list[Problem]:
         else:
             fields = [r.prev_hash, rid, r.position, r.action, r.actor, r.timestamp, r.rationale, r.details, r.extra,
                       r.digest]
-        verdict = hashes.check(r.hash, _canonical(fields), r.store_position)
+        verdict = hashes.check(r.hash, canonical(fields), r.store_position)
         if verdict == "edited":
             problems.append(Problem(rid, r.position, "content does not match its hash (edited or moved)", "edited",
                                     r.store_position))
         elif verdict == "forged" and not c.forged_reported:
             c.forged_reported = True
-            problems.append(Problem(rid, r.position, f"hash is {_scheme(r.hash) or 'unkeyed'} but the store is keyed "
+            problems.append(Problem(rid, r.position, f"hash is {scheme(r.hash) or 'unkeyed'} but the store is keyed "
                                                      "(MEMBRANE_AUDIT_KEY): recomputed without the key (forged)", "key",
                                     r.store_position))
         try:
@@ -530,7 +529,7 @@ def _walk_store_chain(conn: Connection, hashes: _Hashes, problems: list[Problem]
                                                     f"{position}): entries erased, such as a whole record with its "
                                                     "history", "erased", expected))
             else:
-                verdict = hashes.check(store_hash, _canonical(["store", sp, prev, hash_]), sp)
+                verdict = hashes.check(store_hash, canonical(["store", sp, prev, hash_]), sp)
                 if verdict == "forged" and not forged:
                     forged = True
                     problems.append(Problem(None, None, "the store-wide chain is sealed with plain sha256 from "

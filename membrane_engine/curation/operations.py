@@ -26,6 +26,8 @@ import numpy as np
 from sqlalchemy.engine import Connection
 
 from membrane_engine.audit import trail as audit
+from membrane_engine.rules import chain as audit_chain
+from membrane_engine.storage.audit_log import row_digest
 from membrane_engine.rules import history
 from membrane_engine.errors import (
     AccessDeniedError,
@@ -534,7 +536,7 @@ def plan_retract(v: _View, now: datetime, id: str, actor: str, rationale: str) -
     b = _Builder("retract", now)
     after, details = _retracted(b, rows[rid], recs[rid])
     _update(b, rows[rid], recs[rid], after, 0.0)
-    b.entry(rid, AuditAction.DELETE, actor, f"{audit.RETRACT_MARK} {rationale}", details)
+    b.entry(rid, AuditAction.DELETE, actor, f"{audit_chain.RETRACT_MARK} {rationale}", details)
     return b.build()
 
 
@@ -944,14 +946,14 @@ def _rewrites_only(plan: CurationPlan, v: _View | None) -> bool:
 def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _View,
                       last: bool = False) -> list[tuple[int, str, tuple]]:
     """``execute`` for plans that only rewrite records read under the lock: their chain ends came
-    with the rows, so the entries are chained from them (``audit.chain``, as ``append_batch``
+    with the rows, so the entries are chained from them (``chain.chain``, as ``append_batch``
     does after looking the ends up), bound to each row's content digest, placed in the
     store-wide sequence (whose tail came with the rows on PostgreSQL) and written with the rows
     in one batch; a row gets only the columns whose value changes (an index over unchanged
     columns is not rewritten)."""
     rows = {c.record_id: record_row(c.after, *c.anchor, None) for c in plan.changes}
-    digests = {rid: audit.row_digest(row) for rid, row in rows.items()}
-    entries, heads = audit.chain(_entries(plan), {rid: end for rid, (_, end) in v.stored.items() if end is not None},
+    digests = {rid: row_digest(row) for rid, row in rows.items()}
+    entries, heads = audit_chain.chain(_entries(plan), {rid: end for rid, (_, end) in v.stored.items() if end is not None},
                                  digests)
     audit.place(conn, entries)
     updates = []
@@ -964,7 +966,7 @@ def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _Vi
 
 
 def _entries(plan: CurationPlan) -> list[dict[str, Any]]:
-    """The plan's audit entries as ``audit.append_batch`` and ``audit.chain`` take them."""
+    """The plan's audit entries as ``audit.append_batch`` and ``chain.chain`` take them."""
     return [{"record_id": e.record_id, "action": e.action, "actor": e.actor, "timestamp": e.timestamp,
              "rationale": e.rationale, "details": e.details} for e in plan.audit]
 
@@ -1000,16 +1002,16 @@ def execute(store: Store, conn: Connection, plan: CurationPlan, v: _View | None 
             doc = dict(c.stored_doc)
             doc["audit_log"] = [e.model_dump(mode="json") for e in c.after.audit_log]
             texts[rid] = archive_text(doc)
-            digests[rid] = audit.archived_digest(rid, texts[rid])
+            digests[rid] = audit_chain.archived_digest(rid, texts[rid])
         elif c.kind == "audit":  # unchanged: its content as stored
             stored = v.stored.get(rid) if v is not None else None
             if stored is None:
                 stored = store.rows_for_update(conn, [rid]).get(rid)
-            digests[rid] = audit.row_digest(stored[0]) if stored is not None else None
+            digests[rid] = row_digest(stored[0]) if stored is not None else None
         else:  # pragma: no cover
             raise AssertionError(c.kind)
         if rid in rows:
-            digests[rid] = audit.row_digest(rows[rid])
+            digests[rid] = row_digest(rows[rid])
     heads = audit.append_batch(conn, _entries(plan), digests)
     when = to_epoch(plan.at)
     inserts: list[dict[str, Any]] = []

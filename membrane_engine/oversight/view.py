@@ -368,7 +368,8 @@ class OperatorView:
     def labels(self, record_ids: list[str], limit: int | None = None) -> dict[str, str]:
         """Display names of the live records the clearance sees (a redacted one by its type),
         each at most ``limit`` characters (default ``labels.LIMIT``)."""
-        from membrane_engine.rules.labels import LIMIT, labels
+        from membrane_engine.retrieval.labels import labels
+        from membrane_engine.rules.labels import LIMIT
 
         return labels(self._m, check_ids(record_ids, "record_ids"), self._reader()[1], LIMIT if limit is None else limit)
 
@@ -755,7 +756,7 @@ class OperatorView:
         ``audit_rows``): by ``seq``, who claims an entry that came with its record ("the import"
         or "its creator") rather than being written by this engine. Only rows of records whose
         entries the clearance sees are answered."""
-        from membrane_engine.audit.trail import AuditRow
+        from membrane_engine.rules.chain import AuditRow
         from membrane_engine.rules.history import claimed_by
 
         _, clearance = self._reader()

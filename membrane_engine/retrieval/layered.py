@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from membrane_engine.audit.trail import RETRACT_MARK, entries_by_record
+from membrane_engine.rules.chain import RETRACT_MARK, entries_by_record
 from membrane_engine.storage.columns import TYPE_CODES, TYPE_NAMES, ColumnCache, Snapshot, gate_table
 from membrane_engine.errors import AccessDeniedError, NilTrustError, NotFoundError, ValidationError
 from membrane_engine.rules.salience import salience_at, salience_rows, take

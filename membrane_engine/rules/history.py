@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from membrane_engine.audit.trail import RETRACT_MARK, AuditRow
+from membrane_engine.rules.chain import RETRACT_MARK, AuditRow
 from membrane_engine.rules.salience import columns_of, salience_at
 from membrane_engine.model.records import (
     UTC,

@@ -15,8 +15,7 @@ import numpy as np
 from collections.abc import Callable, Iterator, Sequence
 
 from membrane_engine.errors import ValidationError
-from membrane_engine.audit import trail as audit
-from membrane_engine.audit.trail import extra_of
+from membrane_engine.rules.chain import extra_of, extra_text, new_chain, signing_key
 from membrane_engine.rules.salience import anchor_of
 from membrane_engine.model.records import (
     MAX_RECORD_BYTES,
@@ -25,6 +24,7 @@ from membrane_engine.model.records import (
     to_epoch,
     validate_record,
 )  # noqa: F401 (MAX_RECORD_BYTES re-exported)
+from membrane_engine.storage.audit_log import live_digest
 from membrane_engine.storage.store import record_values
 
 # MAX_RECORD_BYTES (8 MiB of one record's JSON) is checked by validate_record (schema.check_json).
@@ -148,7 +148,7 @@ class PreparedImport:
     in_import: set[str] = field(default_factory=set)  # every item's id, valid or not
     relations: list[tuple[str, int, str]] = field(default_factory=list)  # (record id, k, target id)
     rows: list[tuple] = field(default_factory=list)  # store.ROW_COLUMNS order, audit head set
-    audit: list[tuple] = field(default_factory=list)  # audit rows (audit.NEW_ENTRY_COLUMNS), chained
+    audit: list[tuple] = field(default_factory=list)  # audit rows (chain.NEW_ENTRY_COLUMNS), chained
     # The records' ranking vectors (SPEC 9) as ``record_vectors`` rows (id, provider name, float16
     # bytes), written in the import's transaction; None when no provider was given or it failed
     # (the records then get theirs when a task first asks, ``ranking.VectorIndex``).
@@ -290,19 +290,19 @@ def _prepare(items: list[Any], now: datetime, actor: str, progress: Callable[[in
         out.relations = [(r.id, k, rel.target_id) for r in records for k, rel in enumerate(r.relations)
                          if rel.target_id not in out.in_import]
         return out, []  # refused whatever the store says; relations are still checked, for the report
-    key = audit.signing_key()
+    key = signing_key()
     # Every record ends with the importer's own entry (SPEC 6, "import names the importer"),
     # after the history it brought: that history is kept, and is only as good as the file.
     stamp, ts = format_time(now), to_epoch(now)
     for r in records:
         s_a, a = anchor_of(r)
         brought = [(e.action._value_, e.actor, format_time(e.timestamp), to_epoch(e.timestamp), e.rationale,
-                    audit.extra_text(extra_of(e))) for e in r.audit_log]
+                    extra_text(extra_of(e))) for e in r.audit_log]
         said = (f"imported with {len(brought)} earlier audit entr{'y' if len(brought) == 1 else 'ies'} from the file"
                 if brought else "imported without an audit log")
         values = record_values(r, s_a, a, None, validated=True)
-        chain, head = audit.new_chain(r.id, [*brought, ("create", actor, stamp, ts, said, None)], key,
-                                      audit.live_digest(values[:-1]))
+        chain, head = new_chain(r.id, [*brought, ("create", actor, stamp, ts, said, None)], key,
+                                live_digest(values[:-1]))
         out.audit.extend(chain)
         out.rows.append((*values[:-1], head))
         for k, rel in enumerate(r.relations):

@@ -12,7 +12,7 @@ import pytest
 from curation_helpers import DAY, semantic
 
 from membrane_engine import Membrane
-from membrane_engine.audit.trail import GENESIS
+from membrane_engine.rules.chain import GENESIS
 
 EXTRA_1 = {"x_trace_id": "trace-123", "x_span": {"parent": None, "ids": [1, 2.5, True], "note": "naïve ✓ \u2028"},
            "_fields_set": ["not", "an", "argument"], "zz_first": 1}

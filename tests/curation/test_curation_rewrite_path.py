@@ -9,6 +9,7 @@ import pytest
 from curation_helpers import DAY, semantic
 
 from membrane_engine.audit import trail as audit
+from membrane_engine.rules.chain import GENESIS
 from membrane_engine.curation import operations as curation
 from membrane_engine.storage.store import Store
 
@@ -76,7 +77,7 @@ def test_rewrite_path_starts_a_chain_like_the_general_path(m, clock, raw):
     m.reinforce("a", "op", "r")
     with m.store.read() as conn:
         assert _written(conn, "a") == general
-    assert general[0][0][1] == 0 and general[0][0][9] == audit.GENESIS
+    assert general[0][0][1] == 0 and general[0][0][9] == GENESIS
 
 
 def test_rewrites_take_the_short_path_and_others_the_general_one(m, clock, monkeypatch):

@@ -39,7 +39,7 @@ def sha(fields) -> str:
 
 
 def content_digest(raw, rid: str) -> str:
-    from membrane_engine.audit.trail import CONTENT_COLUMNS, live_digest
+    from membrane_engine.storage.audit_log import CONTENT_COLUMNS, live_digest
 
     (row,) = raw.query(f"SELECT {', '.join(CONTENT_COLUMNS)} FROM records WHERE id = '{rid}'")
     return live_digest(row)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError as PydanticValidationError
 
-from membrane_engine.audit import trail as audit
+from membrane_engine.rules import chain as audit
 from membrane_engine.model.records import MemoryRecord, UTCDateTime, _storable, _storage_problem_list, as_utc
 
 from engine_kit import rec
@@ -28,11 +28,11 @@ def test_canonical_bytes_are_jsons(values):
         expected = json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode()
     except UnicodeEncodeError:  # a lone surrogate: json cannot write it as UTF-8 either
         try:
-            audit._canonical(values)
+            audit.canonical(values)
         except UnicodeEncodeError:
             return
         raise AssertionError("canonical form accepted text json refuses")
-    assert audit._canonical(values) == expected
+    assert audit.canonical(values) == expected
 
 
 def test_new_chain_matches_entry_hash_and_head_seal():
@@ -45,12 +45,12 @@ def test_new_chain_matches_entry_hash_and_head_seal():
             digest = "d" * 64 if position == len(entries) - 1 else None  # the last entry binds the content
             fields = [prev, "r1", position, action, actor, stamp, rationale, None, extra, digest]
             content = json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
-            assert row[-2] == audit._digest(content, key) and row[-1] == digest
+            assert row[-2] == audit.digest(content, key) and row[-1] == digest
             assert row[-3] == prev
             assert row[-2] == audit.entry_hash_v2(prev, "r1", position, action, actor, stamp, rationale, None, extra,
                                                   digest, key)
             prev = row[-2]
-        assert head == audit._digest(json.dumps(["head", "r1", 1, prev, "d" * 64], separators=(",", ":")).encode(), key)
+        assert head == audit.digest(json.dumps(["head", "r1", 1, prev, "d" * 64], separators=(",", ":")).encode(), key)
 
 
 _utc = TypeAdapter(UTCDateTime)

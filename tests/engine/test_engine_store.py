@@ -281,6 +281,7 @@ def test_records_with_logs_is_the_transactional_read_in_one_statement(mem):
     450 ids on SQLite), equals reading them in a read transaction (records and logs_of); ids of missing and
     archived records get nothing, not even the archived one's kept entries."""
     from membrane_engine.audit import trail as audit
+    from membrane_engine.rules.chain import entries_by_record
 
     mem.import_records([rec(f"r{i:04d}", salience=0.5, audit_log=[
         {"action": "create", "actor": "a", "timestamp": "2026-01-01T00:00:00Z", "rationale": f"made {i}"},
@@ -295,7 +296,7 @@ def test_records_with_logs_is_the_transactional_read_in_one_statement(mem):
                           ((r[0], r) for r in conn.exec_driver_sql("SELECT id, doc FROM records"))}
         expected_logs = audit.logs_of(conn, sorted(expected_texts))
     assert texts == expected_texts and len(texts) == 999 and "r0003" not in texts and "missing" not in texts
-    assert audit.entries_by_record(sorted(texts), entries) == expected_logs
+    assert entries_by_record(sorted(texts), entries) == expected_logs
     assert [e.action.value for e in expected_logs["r0007"]][-1] == "reinforce"
 
 

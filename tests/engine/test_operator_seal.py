@@ -14,7 +14,8 @@ from membrane_engine import Membrane
 from membrane_engine.oversight import clearance as gate
 from membrane_engine.errors import AuditKeyError
 from membrane_engine.accounts.operators import SESSION, OperatorNotFoundError, hash_password, token_hash
-from membrane_engine.audit.row_seal import GENESIS, Seal, operator_fields, token_fields
+from membrane_engine.audit.row_seal import Seal, operator_fields, token_fields
+from membrane_engine.rules.chain import GENESIS
 from membrane_engine.storage.store import access_log, operator_events, operator_tokens, operators
 
 PASSWORD = "a long enough passphrase"

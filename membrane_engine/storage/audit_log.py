@@ -1,0 +1,56 @@
+"""The audit log as stored (SPEC 6): a record's content digest, read from its row's columns.
+
+The chains' hashes are ``rules.chain``'s; this module holds what depends on the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from hashlib import sha256
+from typing import Any
+
+from sqlalchemy import Boolean, Float, Integer, SmallInteger
+
+from membrane_engine.rules.chain import content_bytes
+from membrane_engine.storage.store import ROW_COLUMNS, records
+
+# ----------------------------------------------------------------------------- content digests
+
+# A record's content is every column of its row but the chain head (the gate reads the label
+# columns, prune the policy ones, reads the document), each in a canonical Python type: drivers
+# give booleans back as 0/1 (SQLite) or bool (PostgreSQL), numbers as int or float.
+CONTENT_COLUMNS = ROW_COLUMNS[:-1]
+assert ROW_COLUMNS[-1] == "audit_head"
+
+
+# Columns whose stored value may come back in another Python type than it was written in:
+# booleans (SQLite gives 0/1) and floats written as ints. Every other column reads back as written.
+_BOOL_AT = tuple(k for k, name in enumerate(CONTENT_COLUMNS) if isinstance(records.c[name].type, Boolean))
+_FLOAT_AT = tuple(k for k, name in enumerate(CONTENT_COLUMNS) if isinstance(records.c[name].type, Float))
+_INT_AT = tuple(k for k, name in enumerate(CONTENT_COLUMNS)
+                if isinstance(records.c[name].type, (Integer, SmallInteger)) and k not in _BOOL_AT)
+
+
+def live_digest(values: Sequence[Any]) -> str:
+    """sha256 (hex) of a live record's stored content: ``values`` in CONTENT_COLUMNS order (a
+    ``store.record_values`` tuple, its head left out, or the columns as read back), each in a
+    canonical type (booleans as 0/1, floats as floats, integers as ints)."""
+    fields = ["live", *values]
+    for k in _BOOL_AT:
+        v = fields[k + 1]
+        if v is not None:
+            fields[k + 1] = 1 if v else 0
+    for k in _FLOAT_AT:
+        v = fields[k + 1]
+        if v is not None and type(v) is not float:
+            fields[k + 1] = float(v)
+    for k in _INT_AT:
+        v = fields[k + 1]
+        if v is not None and type(v) is not int:
+            fields[k + 1] = int(v)
+    return sha256(content_bytes(fields)).hexdigest()
+
+
+def row_digest(row: dict[str, Any]) -> str:
+    """``live_digest`` of a row as ``store.record_row`` makes it."""
+    return live_digest([row[c] for c in CONTENT_COLUMNS])
