@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sqlalchemy import func, select, text
 
-from membrane_engine.oversight.clearance import _archived_labels
 from membrane_engine.curation.operations import AUTO_PRUNE_CODE
 from membrane_engine.errors import ValidationError
-from membrane_engine.rules.labels import label_of_doc, labels, redacted_label
+from membrane_engine.retrieval.labels import labels
+from membrane_engine.rules.labels import label_of_doc, redacted_label
 from membrane_engine.rules.salience import PRUNE_THRESHOLD, salience_at, salience_rows, take
 from membrane_engine.model.records import UTC, AuditAction, MemoryRecord, MemoryType, check_instant, to_epoch
+from membrane_engine.storage.record_queries import archived_labels
 from membrane_engine.storage.store import CONTEST_ENTRY, CONTESTED, audit_entries, records
 from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, redact, verdict_as_read, verdicts
 
@@ -215,7 +216,7 @@ def _contested(m: "Membrane", clearance: TrustContext, limit: int
     live = labels(m, all_refs, clearance) if all_refs else {}  # only what the clearance sees
     with m.store.read() as conn:
         in_store = m.store.existing_ids(conn, all_refs) if all_refs else set()
-        archived = _archived_labels(conn, [r for r in all_refs if r not in live and r in in_store]) if all_refs else {}
+        archived = archived_labels(conn, [r for r in all_refs if r not in live and r in in_store]) if all_refs else {}
     items: list[ContestedItem] = []
     for rid, doc, verdict in listed:
         record = _record(doc)

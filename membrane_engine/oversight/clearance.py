@@ -16,7 +16,6 @@ Access entries are not audit actions (SPEC 6) and nothing in the engine updates 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, replace
@@ -24,7 +23,7 @@ from datetime import datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import func, or_, select
 
 from membrane_engine.audit import row_seal
 from membrane_engine.audit.trail import filter_conditions, row_to_audit
@@ -47,7 +46,8 @@ from membrane_engine.model.records import (
     sensitivity_level,
     to_epoch,
 )
-from membrane_engine.storage.store import access_log, archive, audit_entries, records
+from membrane_engine.storage.record_queries import archived_labels, visible_condition
+from membrane_engine.storage.store import access_log, audit_entries, records
 from membrane_engine.rules.trust import (
     TrustContext,
     Verdict,
@@ -84,18 +84,6 @@ def sees_everything(clearance: TrustContext) -> bool:
     """A clearance that sees every record with a known sensitivity in full (hyper, every scope):
     gating by it changes nothing, so queries skip it."""
     return clearance.max_sensitivity is Sensitivity.HYPER and not clearance.scopes
-
-
-def visible_condition(clearance: TrustContext, full_only: bool = False) -> Any:
-    """The trust rule over the ``records`` table's label columns, as SQL: rows ``clearance``
-    sees at all (or, with ``full_only``, in full). The same rule as ``trust.decide``: levels up
-    to max (one more for redacted), unscoped or in the scopes when any are given; an unknown
-    sensitivity (level -1) never."""
-    top = clearance.max_level + (0 if full_only else 1)
-    conditions = [records.c.sens_level >= 0, records.c.sens_level <= top]
-    if clearance.scopes:
-        conditions.append(or_(records.c.scope == "", records.c.scope.in_(list(clearance.scopes))))
-    return and_(*conditions)
 
 
 def verdict_of(sensitivity: Any, scope: str, clearance: TrustContext) -> Verdict:
@@ -146,7 +134,7 @@ def archived_ids(membrane: "Membrane", clearance: TrustContext) -> list[str]:
     clearance = as_trust(clearance, "clearance")
     with membrane.store.read() as conn:
         ids = membrane.store.archived_ids(conn)
-        labels = _archived_labels(conn, ids) if ids else {}
+        labels = archived_labels(conn, ids) if ids else {}
     return [rid for rid in ids if rid in labels and verdict_of(*labels[rid], clearance) is Verdict.FULL]
 
 
@@ -221,26 +209,11 @@ def explain(membrane: "Membrane", record_id: str, trust: TrustContext, clearance
 # --------------------------------------------------------------------------- audit log
 
 
-def _archived_labels(conn, ids: list[str] | None = None) -> dict[str, tuple[str, str]]:
-    """Sensitivity and scope of archived records (their labels live in the archived document)."""
-    q = select(archive.c.id, archive.c.doc)
-    if ids is not None:
-        q = q.where(archive.c.id.in_(ids))
-    out = {}
-    for rid, doc in conn.execute(q):
-        try:
-            parsed = json.loads(doc)
-            out[rid] = (str(parsed.get("sensitivity", "")), str(parsed.get("scope") or ""))
-        except (ValueError, AttributeError):
-            out[rid] = ("", "")  # unreadable: an unknown sensitivity, hidden
-    return out
-
-
 def _audit_visibility(conn, clearance: TrustContext, full_only: bool = False) -> Any:
     """SQL: audit entries of records ``clearance`` sees (in full or redacted; with ``full_only``,
     in full), live or archived."""
     wanted = {Verdict.FULL} if full_only else {Verdict.FULL, Verdict.REDACTED}
-    archived = [rid for rid, (sens, scope) in _archived_labels(conn).items()
+    archived = [rid for rid, (sens, scope) in archived_labels(conn).items()
                 if verdict_of(sens, scope, clearance) in wanted]
     live = audit_entries.c.record_id.in_(select(records.c.id).where(visible_condition(clearance, full_only)))
     return or_(live, audit_entries.c.record_id.in_(archived)) if archived else live
@@ -252,7 +225,7 @@ def _full_ids(conn, ids: list[str], clearance: TrustContext) -> set[str]:
                                                         visible_condition(clearance, full_only=True))).scalars())
     rest = [rid for rid in ids if rid not in full]
     if rest:
-        full |= {rid for rid, (sens, scope) in _archived_labels(conn, rest).items()
+        full |= {rid for rid, (sens, scope) in archived_labels(conn, rest).items()
                  if verdict_of(sens, scope, clearance) is Verdict.FULL}
     return full
 
@@ -548,4 +521,4 @@ def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record
 
 __all__ = ["ACCESS_LOG_LEVEL_ENV", "Access", "WITHHELD", "access_log_level", "accesses", "archived_ids", "audit_actors",
            "audit_query", "audit_rows", "explain", "history", "past_curve", "record_at", "salience_history", "time_below", "log_access", "log_accesses", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
-           "view", "visible_condition"]
+           "view"]

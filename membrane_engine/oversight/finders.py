@@ -15,13 +15,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
-from sqlalchemy import Integer, and_, case, cast, func, null, or_, select
+from sqlalchemy import Integer, cast, func, select
 
 from membrane_engine.audit.activity import action_counts, activity_of
 from membrane_engine.audit.trail import filter_conditions
 from membrane_engine.storage.columns import TYPE_CODES
 from membrane_engine.errors import ValidationError
-from membrane_engine.rules.labels import label_candidates, label_contains
 from membrane_engine.model.records import (
     MAX_OFFSET,
     MAX_SEARCH_TEXT_LENGTH,
@@ -32,7 +31,9 @@ from membrane_engine.model.records import (
     check_whole,
     sensitivity_level,
 )
-from membrane_engine.storage.store import audit_entries, like_contains, records, tag_json
+from membrane_engine.rules.trust import as_trust
+from membrane_engine.storage.record_queries import found_records
+from membrane_engine.storage.store import audit_entries
 
 if TYPE_CHECKING:  # pragma: no cover
     from membrane_engine.membrane import Membrane
@@ -70,49 +71,15 @@ def search_records(membrane: "Membrane", text: str, limit: int = 200, clearance=
     text = (check_string(text, "text", MAX_SEARCH_TEXT_LENGTH, optional=True) or "").strip()
     limit = check_whole(limit, "limit", 0, MAX_PICK)
     full_only = check_flag(full_only, "full_only")
-    columns = [records.c.id, records.c.type, records.c.scope, records.c.tags]
-    where = []
-    by_label = None
     if clearance is not None:
-        from membrane_engine.oversight.clearance import visible_condition
-
-        where.append(visible_condition(clearance, full_only))
-    if text:
-        # Tags are stored as a JSON array written with ASCII escapes; encode the needle the same
-        # way so non-ASCII and quote characters match what is stored.
-        needle = tag_json(text)[1:-1]
-        named = or_(records.c.id.ilike(like_contains(text), escape="\\"),
-                    records.c.tags.ilike(like_contains(needle), escape="\\"))
-        # A label's words are each in the document; the rows found by them alone are labelled
-        # here, reading their documents (in id order, stopping at ``limit``: not every one).
-        by_label = label_candidates(records.c.doc, text, membrane.store.is_sqlite)
-        if by_label is not None and clearance is not None:
-            by_label = and_(by_label, visible_condition(clearance, full_only=True))
-        if by_label is None:
-            where.append(named)
-        else:
-            where.append(or_(named, by_label))
-            columns.append(case((named, null()), else_=records.c.doc).label("doc"))
-    q = select(*columns).where(*where)
-    q = q.order_by(records.c.id)
+        clearance = as_trust(clearance, "clearance")
     out: list[Found] = []
-    if not limit:
-        return out
-    with membrane.store.read() as conn:
-        if by_label is None:
-            rows = conn.execute(q.limit(limit)).all()
-        else:
-            rows = conn.execute(q.execution_options(yield_per=500))
-        for r in rows:
-            if by_label is not None and r.doc is not None and not label_contains(r.doc, text):
-                continue
-            try:
-                tags = tuple(str(t) for t in json.loads(r.tags or "[]"))
-            except ValueError:
-                tags = ()
-            out.append(Found(r.id, r.type, r.scope, tags))
-            if len(out) >= limit:
-                break
+    for rid, kind, scope, raw_tags in found_records(membrane.store, text, limit, clearance, full_only):
+        try:
+            tags = tuple(str(t) for t in json.loads(raw_tags or "[]"))
+        except ValueError:
+            tags = ()
+        out.append(Found(rid, kind, scope, tags))
     return out
 
 

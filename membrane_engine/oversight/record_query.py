@@ -1,14 +1,14 @@
 """The record explorer's query: filter and search the whole store, one page at a time.
 
 Type, sensitivity, scope and tags are matched on the column cache (numpy; tags through the
-cache's tag-set codes); revision status and free text in SQL (the JSON document with LIKE); the
+cache's tag-set codes); revision status and free text in SQL (the JSON document with LIKE,
+``storage.record_queries``); the
 salience range on S(as_of) computed over the column cache. Only the requested page of documents
 is read and parsed. Tag counts are numpy over the same codes.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -16,12 +16,11 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, case, null, or_, select
 
 from membrane_engine.storage.columns import TYPE_CODES, with_tags
 from membrane_engine.storage.columns import tag_counts as column_tag_counts
 from membrane_engine.errors import ValidationError
-from membrane_engine.rules.labels import contains_any_case, label_candidates, label_contains, spans_values
+from membrane_engine.rules.labels import spans_values
 from membrane_engine.rules.salience import salience_at, take
 from membrane_engine.model.records import (
     MAX_OFFSET,
@@ -36,7 +35,7 @@ from membrane_engine.model.records import (
     check_whole,
     to_epoch,
 )
-from membrane_engine.storage.store import like_contains, records
+from membrane_engine.storage.record_queries import explorer_ids, referencing_ids
 from membrane_engine.rules.trust import TrustContext, as_trust, verdicts
 
 SORTS = ("salience", "newest", "oldest", "id")
@@ -107,45 +106,11 @@ def _check(filters: Filters, sort: str, offset: int, limit: int) -> None:
 
 
 def _sql_ids(membrane: Any, filters: Filters, clearance: TrustContext | None = None) -> set[str]:
-    conditions = []
-    if filters.statuses:
-        named = [s for s in filters.statuses if s != NO_STATUS]
-        either = [records.c.status.in_(named)] if named else []
-        if NO_STATUS in filters.statuses:
-            either.append(records.c.status.is_(None))
-        conditions.append(or_(*either))
     text = filters.text.strip()
-    by_label = None
-    if text:
-        pattern = like_contains(text)
-        sqlite = membrane.store.is_sqlite
-        in_doc = contains_any_case(records.c.doc, text, sqlite)
-        # The label a page shows ("subject predicate object") may join values no substring of
-        # the JSON holds: its candidates are read and labelled (labels.label_candidates).
-        by_label = label_candidates(records.c.doc, text, sqlite) if spans_values(text) else None
-        if clearance is not None:
-            # Content is searched only where the clearance sees it: a redacted record is found
-            # by its id and tags (what its redacted view shows), never by what it withholds.
-            from membrane_engine.oversight.clearance import visible_condition
-
-            in_doc = and_(in_doc, visible_condition(clearance, full_only=True))
-            if by_label is not None:
-                by_label = and_(by_label, visible_condition(clearance, full_only=True))
-        direct = or_(records.c.id.ilike(pattern, escape="\\"), records.c.tags.ilike(pattern, escape="\\"), in_doc)
-        conditions.append(direct if by_label is None else or_(direct, by_label))
-    # Narrow by the indexed columns too, so the LIKE scans only candidate rows.
-    if filters.types:
-        conditions.append(records.c.type.in_(filters.types))
-    if filters.sensitivities:
-        conditions.append(records.c.sensitivity.in_(filters.sensitivities))
-    if filters.scopes:
-        conditions.append(records.c.scope.in_(filters.scopes))
-    with membrane.store.read() as conn:
-        if by_label is None:
-            return set(conn.execute(select(records.c.id).where(*conditions)).scalars())
-        # The document only of the rows found by their words alone, to label them.
-        rows = conn.execute(select(records.c.id, case((direct, null()), else_=records.c.doc)).where(*conditions))
-        return {rid for rid, doc in rows if doc is None or label_contains(doc, text)}
+    return explorer_ids(membrane.store, statuses=[s for s in filters.statuses if s != NO_STATUS],
+                        without_status=NO_STATUS in filters.statuses, text=text,
+                        by_label=bool(text) and spans_values(text), types=filters.types,
+                        sensitivities=filters.sensitivities, scopes=filters.scopes, clearance=clearance)
 
 
 def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit: int = 50,
@@ -268,23 +233,9 @@ def referencing(membrane: Any, record_id: str, limit: int = 200,
     ``clearance``, only records it sees in full (a relation is content a redacted view withholds)."""
     record_id = check_id(record_id)
     limit = check_whole(limit, "limit", 1, MAX_REFERENCING)
-    needle = '"target_id":' + json.dumps(record_id, ensure_ascii=False)
-    q = (select(records.c.id, records.c.doc)
-         .where(records.c.doc.like(like_contains(needle), escape="\\"))
-         .order_by(records.c.id))
     if clearance is not None:
-        from membrane_engine.oversight.clearance import visible_condition
-
-        q = q.where(visible_condition(as_trust(clearance, "clearance"), full_only=True))
-    out = []
-    with membrane.store.read() as conn:
-        for rid, raw in conn.execute(q):
-            doc = json.loads(raw)
-            if any(isinstance(r, dict) and r.get("target_id") == record_id for r in doc.get("relations") or []):
-                out.append(rid)
-                if len(out) >= limit:
-                    break
-    return out
+        clearance = as_trust(clearance, "clearance")
+    return referencing_ids(membrane.store, record_id, limit, clearance)
 
 
 def tag_counts(membrane: Any, clearance: TrustContext | None = None) -> dict[str, int]:

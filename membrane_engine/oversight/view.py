@@ -368,7 +368,8 @@ class OperatorView:
     def labels(self, record_ids: list[str], limit: int | None = None) -> dict[str, str]:
         """Display names of the live records the clearance sees (a redacted one by its type),
         each at most ``limit`` characters (default ``labels.LIMIT``)."""
-        from membrane_engine.rules.labels import LIMIT, labels
+        from membrane_engine.retrieval.labels import labels
+        from membrane_engine.rules.labels import LIMIT
 
         return labels(self._m, check_ids(record_ids, "record_ids"), self._reader()[1], LIMIT if limit is None else limit)
 

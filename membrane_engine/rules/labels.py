@@ -6,24 +6,23 @@ A redacted record says only that it is redacted and its type: its name is payloa
 withholds every byte of that.
 
 ``label`` takes a record already gated (a redacted view has no payload, so it cannot name
-itself by content); ``labels`` reads the records of many ids in one statement and decides
-each one's verdict on the labels read with its content (SPEC 4, "the gate decides on what it
-returns"), so a record relabelled in between is named as its new labels allow.
+itself by content); ``labels_of_docs`` names stored documents, deciding each one's verdict on
+the labels read with its content (SPEC 4, "the gate decides on what it returns"), so a record
+relabelled in between is named as its new labels allow. Reading those documents is the
+caller's (``retrieval.labels``); nothing here touches the store.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 
-from membrane_engine.model.records import MemoryRecord, check_ids, check_whole
+from membrane_engine.model.records import MemoryRecord
 from membrane_engine.rules.trust import TrustContext, Verdict, verdict_as_read
-
-if TYPE_CHECKING:  # pragma: no cover
-    from membrane_engine.membrane import Membrane
 
 LIMIT = 80
 MAX_LABEL = 10_000  # characters of one label
@@ -91,19 +90,12 @@ def label_of_doc(doc: dict[str, Any], limit: int = LIMIT) -> str:
     return _cut(_from_payload(str(doc.get("type", "")), payload) or str(doc.get("id", "")), limit)
 
 
-def labels(membrane: "Membrane", ids: list[str], clearance: TrustContext, limit: int = LIMIT) -> dict[str, str]:
-    """Labels of the live records of ``ids`` that ``clearance`` sees: what a fully visible one
-    says, "redacted <type> record" for a redacted one. Records it does not see, and ids not in
-    the store, are absent, so the caller cannot tell the two apart."""
-    ids = check_ids(ids)
-    limit = check_whole(limit, "limit", 1, MAX_LABEL)
+def labels_of_docs(docs: Mapping[str, dict[str, Any]], clearance: TrustContext, limit: int = LIMIT) -> dict[str, str]:
+    """Labels of stored records' JSON (by id) that ``clearance`` sees: what a fully visible one
+    says, "redacted <type> record" for a redacted one. Records it does not see are absent, so
+    the caller cannot tell them from ids not in the store."""
     out: dict[str, str] = {}
-    if not ids:
-        return out
-    with membrane.store.read() as conn:
-        rows = membrane.store.fetch(conn, ids)
-    for rid, row in rows.items():
-        doc = row.doc
+    for rid, doc in docs.items():
         verdict = verdict_as_read(doc.get("sensitivity"), str(doc.get("scope") or ""), clearance)
         if verdict is Verdict.FULL:
             out[rid] = label_of_doc(doc, limit)
@@ -117,8 +109,9 @@ def labels(membrane: "Membrane", ids: list[str], clearance: TrustContext, limit:
 # "alice works_at ac" spans the subject, predicate and object of a semantic record, which no
 # substring of its stored JSON holds. Finding it without reading every document: each word of
 # the text (split where a label joins payload values: spaces, ": ", "; ", ", ", parentheses)
-# lies within one payload value, so the documents holding every word (SQL LIKE, the same scan
-# the JSON search already costs) are the only candidates, and only they are labelled here.
+# lies within one payload value, so the documents holding every word in one of its
+# ``word_forms`` (SQL LIKE in ``storage.record_queries``, the same scan the JSON search already
+# costs) are the only candidates, and only they are labelled, with ``label_contains``.
 
 _JOINS = re.compile(r"[\s:;,()]+")
 NO_CUT = 1 << 62
@@ -140,29 +133,10 @@ def spans_values(text: str) -> bool:
     return words != [_squeezed(text)] or json.dumps(text)[1:-1] != text
 
 
-def contains_any_case(column: Any, text: str, sqlite: bool) -> Any:
-    """SQL: ``column`` contains ``text``, case-insensitive for ASCII. SQLite's LIKE already is
-    (ILIKE there wraps both sides in lower(), copying every document: 2.4 times the scan's cost)."""
-    from membrane_engine.storage.store import like_contains
-
-    pattern = like_contains(text)
-    return column.like(pattern, escape="\\") if sqlite else column.ilike(pattern, escape="\\")
-
-
-def label_candidates(doc_column: Any, text: str, sqlite: bool = False) -> Any:
-    """An SQL condition true for every record whose label may contain ``text`` (case-insensitive):
-    each word of it appears in the stored document, as written or JSON-escaped; None when the
-    text has no word. ``sqlite``: the store is SQLite (``contains_any_case``)."""
-    from sqlalchemy import and_, or_
-
-    words = label_words(text)
-    if not words:
-        return None
-    conditions = []
-    for word in dict.fromkeys(words):
-        forms = dict.fromkeys((word, json.dumps(word, ensure_ascii=False)[1:-1], json.dumps(word)[1:-1]))
-        conditions.append(or_(*(contains_any_case(doc_column, f, sqlite) for f in forms)))
-    return and_(*conditions)
+def word_forms(word: str) -> tuple[str, ...]:
+    """The ways one word of a label may be written in the stored JSON: as it is, JSON-escaped
+    keeping non-ASCII, and JSON-escaped to ASCII."""
+    return tuple(dict.fromkeys((word, json.dumps(word, ensure_ascii=False)[1:-1], json.dumps(word)[1:-1])))
 
 
 def label_contains(doc: dict[str, Any] | str | bytes, text: str) -> bool:

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from membrane_engine.rules.labels import label
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
-from membrane_engine.rules.labels import labels
+from membrane_engine.retrieval.labels import labels
 from membrane_engine.oversight.finders import filter_ids
 
 from console.components.words import distinct_names

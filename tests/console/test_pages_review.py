@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane, TrustContext
-from membrane_engine.rules.labels import labels
+from membrane_engine.retrieval.labels import labels
 from membrane_engine.rules.roles import Operator, Role
 from session_kit import TEST_ADMIN, sample_store, sign_in
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from membrane_engine import Membrane, TrustContext
-from membrane_engine.rules.labels import label, labels
+from membrane_engine.retrieval.labels import labels
+from membrane_engine.rules.labels import label
 
 
 def _record(rid: str, rtype: str, payload: dict, sensitivity: str = "low", scope: str = "") -> dict:

@@ -14,7 +14,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from bench.generate import NOW, SCOPE_NAMES, TAGS, records
 from membrane_engine import Membrane, TrustContext
-from membrane_engine.oversight.clearance import visible_condition
+from membrane_engine.storage.record_queries import visible_condition
 from membrane_engine.errors import MembraneError
 from membrane_engine.oversight.record_query import MAX_PAGE, Filters, search, tag_counts
 from membrane_engine.storage.store import records as records_table

@@ -24,7 +24,7 @@ from membrane_engine import Membrane, RetrieveGraphRequest, RetrieveRequest, Tru
 from membrane_engine.oversight import clearance as gate
 from membrane_engine.oversight import record_query as explorer
 from membrane_engine.oversight import exposure
-from membrane_engine.rules import labels
+from membrane_engine.retrieval import labels
 from membrane_engine.oversight import finders as lookups
 from membrane_engine.oversight import trust_diff as whatif
 from membrane_engine.rules.policy_file import load_policy
