@@ -15,6 +15,8 @@ import streamlit as st
 
 from membrane_engine import Operator, permits
 
+from console.components.colours import BRAND
+
 SESSION_KEY = "_membrane_signed_in"
 # The cookie session this Streamlit session was adopted from (server-side only): checked against
 # the store on every run, so signing out elsewhere or a change to the operator ends it.
@@ -152,10 +154,10 @@ def sign_out() -> None:
         st.logout()
 
 
-SIGN_IN_FORM = """<form method="post" action="/-/signin" style="max-width:22rem">
+SIGN_IN_FORM = f"""<form method="post" action="/-/signin" style="max-width:22rem">
 <label>Operator name<br><input name="operator" autocomplete="username" required style="width:100%;padding:.4rem;margin:.2rem 0 .8rem"></label><br>
 <label>Password<br><input name="password" type="password" autocomplete="current-password" required style="width:100%;padding:.4rem;margin:.2rem 0 .8rem"></label><br>
-<button type="submit" style="padding:.45rem 1.1rem;background:#4b5bdc;color:#fff;border:0;border-radius:.4rem">Sign in</button>
+<button type="submit" style="padding:.45rem 1.1rem;background:{BRAND};color:#fff;border:0;border-radius:.4rem">Sign in</button>
 </form>"""
 
 

@@ -16,6 +16,8 @@ import sys
 import threading
 from pathlib import Path
 
+from console.components import colours
+
 APP = Path(__file__).resolve().parent / "app.py"
 GATEWAY = Path(__file__).resolve().parent / "gateway.py"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -197,7 +199,7 @@ def serve(argv: list[str]) -> int:
         "--server.port", str(args.port), "--server.address", args.address,
         "--server.headless", "true", "--browser.gatherUsageStats", "false",
         "--client.toolbarMode", "minimal", "--client.showErrorDetails", "none",
-        "--server.fileWatcherType", "none", "--theme.base", "light", "--theme.primaryColor", "#4b5bdc",
+        "--server.fileWatcherType", "none", "--theme.base", "light", "--theme.primaryColor", colours.BRAND,
         "--server.maxUploadSize", str(MAX_UPLOAD_MB), "--server.enableXsrfProtection", "true",
         "--client.disableDataExport", "true", "--runner.postScriptGC", "false",
     ]

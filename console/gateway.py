@@ -37,6 +37,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response  # noqa
 from starlette.routing import Route  # noqa: E402
 
 from console import signin  # noqa: E402
+from console.components.colours import BRAND, SIGN_IN_ERROR, SIGN_IN_TEXT  # noqa: E402
 
 # console/app.py refuses to run in a server that did not load this module (`streamlit run
 # console/app.py` would serve it without the sign-in routes and the guard).
@@ -275,9 +276,9 @@ def _page(body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>Sign in · Membrane Console</title>"
         "<meta name=viewport content='width=device-width'><style>body{font-family:system-ui,sans-serif;"
-        "max-width:22rem;margin:12vh auto;color:#222}input{display:block;width:100%;margin:.3rem 0 1rem;"
+        f"max-width:22rem;margin:12vh auto;color:{SIGN_IN_TEXT}}}input{{display:block;width:100%;margin:.3rem 0 1rem;"
         "padding:.5rem;font-size:1rem;box-sizing:border-box}button{padding:.5rem 1.2rem;font-size:1rem;"
-        "background:#4b5bdc;color:#fff;border:0;border-radius:.3rem}.err{color:#b00020}</style></head>"
+        f"background:{BRAND};color:#fff;border:0;border-radius:.3rem}}.err{{color:{SIGN_IN_ERROR}}}</style></head>"
         f"<body><h1>Membrane Console</h1>{body}</body></html>", status_code=status,
         headers={"cache-control": "no-store", "content-security-policy": "frame-ancestors 'none'; default-src 'self';"
                  " style-src 'unsafe-inline'; form-action 'self'"})

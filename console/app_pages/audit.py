@@ -12,6 +12,7 @@ import streamlit as st
 from console.components.clearance import clearance_caption, key_of, operator_view
 from console.components.audit_table import action_color, filtered_csv, frame, link_column, record_link, shown
 from console.components.chart_safety import plot_text, tidy
+from console.components.colours import FAINT, MARKER_RING
 from console.components.record_picker import ids_from_url
 from console.components.safe import clean, md
 from console.components.words import action_word, plural
@@ -278,13 +279,13 @@ else:
         hist = frame(history, named, view)
         fig = go.Figure()
         fig.add_trace(go.Scatter(x=hist["timestamp"], y=hist["action"], mode="lines", showlegend=False,
-                                 line=dict(color="#d1d5db", width=1), hoverinfo="skip"))
+                                 line=dict(color=FAINT, width=1), hoverinfo="skip"))
         kinds = [k for k in WORDS if k in set(hist["action"])] + sorted(set(hist["action"]) - set(WORDS))
         for name in kinds:
             part = hist[hist["action"] == name]
             fig.add_trace(go.Scatter(
                 x=part["timestamp"], y=part["action"], mode="markers", name=name,
-                marker=dict(size=13, color=action_color(name), line=dict(color="white", width=1)),
+                marker=dict(size=13, color=action_color(name), line=dict(color=MARKER_RING, width=1)),
                 customdata=[[int(p), plot_text(a, 40), plot_text(r, 100), plot_text(b or "—", 120), plot_text(f or "—", 120)]
                             for p, a, r, b, f in zip(part["position"], part["actor"], part["rationale"],
                                                      part["before"], part["after"])],

@@ -11,11 +11,12 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console.components.clearance import clearance_caption, operator_view
-from console.components.chart_safety import PALETTE, plot_text, short_id, tidy
+from console.components.audit_table import action_color
+from console.components.chart_safety import plot_text, short_id, tidy
+from console.components.colours import INK, MARKER_EDGE, MUTED, PALETTE, THRESHOLD
 from console.components.record_detail import UNKNOWN_LABEL, UNKNOWN_NOTE, unknown_band, unknown_flags
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
-from console.components.words import ACTION_COLORS
 from console.components.when import human_duration, instant_input, relative
 from membrane_engine import PRUNE_THRESHOLD, columns_of, salience_at, time_below, to_epoch, validate_record
 from membrane_engine.errors import MembraneError, ValidationError
@@ -33,10 +34,6 @@ PROFILES_KEY = "decay_profiles"
 # The changes that re-anchor a record's salience, each with its marker symbol.
 RE_ANCHORS = {"reinforce": "triangle-up", "penalize": "triangle-down", "retract": "x", "pin": "square",
               "unpin": "square-open", "restore version": "star", "restore": "diamond"}
-
-
-def action_color(kind: str) -> str:
-    return ACTION_COLORS.get(kind) or ACTION_COLORS["decay" if kind == "penalize" else "revise"]
 
 
 view = operator_view("decay")
@@ -225,22 +222,22 @@ else:
         mark = marks[kind]
         fig.add_trace(go.Scatter(
             x=mark["x"], y=mark["y"], mode="markers", name=kind, showlegend=True,
-            marker=dict(symbol=RE_ANCHORS[kind], size=12, color=action_color(kind), line=dict(color="black", width=1)),
+            marker=dict(symbol=RE_ANCHORS[kind], size=12, color=action_color(kind), line=dict(color=MARKER_EDGE, width=1)),
             text=mark["text"], hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>%{text}<extra></extra>"))
     # Thresholds as legend entries (annotations on a log axis misplace their text).
     x_span = [times[0], times[-1]]
     for value in sorted({float(s["min"]) for s in series if s["min"] > 0}):
         fig.add_trace(go.Scatter(x=x_span, y=[value, value], mode="lines", name=f"min salience {value:g}",
-                                 line=dict(color="#6b7280", dash="dot", width=1), hoverinfo="skip"))
+                                 line=dict(color=MUTED, dash="dot", width=1), hoverinfo="skip"))
     fig.add_trace(go.Scatter(x=x_span, y=[PRUNE_THRESHOLD] * 2, mode="lines", name=f"prune threshold {PRUNE_THRESHOLD:g}",
-                             line=dict(color="#111827", dash="dash", width=1), hoverinfo="skip"))
+                             line=dict(color=INK, dash="dash", width=1), hoverinfo="skip"))
     fig.add_trace(go.Scatter(x=x_span, y=[threshold] * 2, mode="lines", name=f"threshold {threshold:g}",
-                             line=dict(color="#ca8a04", dash="longdash", width=1), hoverinfo="skip"))
+                             line=dict(color=THRESHOLD, dash="longdash", width=1), hoverinfo="skip"))
     if start <= now <= end:
         # Named in the legend, not by an annotation (which would sit under the legend's last row).
-        fig.add_vline(x=now.timestamp() * 1000, line=dict(color="#111827", width=1, dash="dot"))
+        fig.add_vline(x=now.timestamp() * 1000, line=dict(color=INK, width=1, dash="dot"))
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="now", hoverinfo="skip",
-                                 line=dict(color="#111827", width=1, dash="dot")))
+                                 line=dict(color=INK, width=1, dash="dot")))
     fig.update_layout(xaxis_title="time (UTC)", yaxis_title="salience S(t)")
     if log_scale:
         fig.update_yaxes(type="log", range=[np.log10(PRUNE_THRESHOLD / 10), np.log10(max(ymax, threshold, 1e-3) * 1.2)])

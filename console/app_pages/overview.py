@@ -9,6 +9,7 @@ import streamlit as st
 
 from console import state
 from console.components import glance
+from console.components.colours import BRAND
 from console.components import overview_data as counted
 from console.components.clearance import key_of, operator_view
 from console.components.safe import clean, md
@@ -160,7 +161,7 @@ with right:
         st.dataframe(glance.action_colors(frame), hide_index=True, width="stretch", key="ov_audit", column_config={
             "entries": st.column_config.NumberColumn("entries", format="localized"),
             "over time": st.column_config.BarChartColumn(
-                f"{'per day' if width == 1 else f'per {width} days'}, {first} to {last}", y_min=0, color="#4b5bdc")})
+                f"{'per day' if width == 1 else f'per {width} days'}, {first} to {last}", y_min=0, color=BRAND)})
         span = (last - first).days + 1
         active_days = len({ts for ts, _, _ in activity})
         st.caption(f"{plural(int(frame['entries'].sum()), 'entry')} from {first} to {last} "

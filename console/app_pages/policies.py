@@ -15,6 +15,7 @@ from console import auth
 from console.components import policy_source
 from console.components.audit_table import link_column, record_link
 from console.components.clearance import operator_view
+from console.components.colours import ASSERTION_STYLES
 from console.components.safe import clean, md
 from console.components.words import plural
 from membrane_engine import covers
@@ -135,8 +136,7 @@ for o in report.outcomes:
     table.append({"status": "holds" if o.passed else "FAILS", "line": line, "assertion": clean(o.title, 300),
                   "profile": clean(a.profile, 80), "records": clean(a.records.describe(), 300), "rule": rule,
                   "matched": o.matched, **o.counts, "result": clean(o.message, 500)})
-STATUS_STYLE = {"holds": "background-color: #dff3e6; color: #1e6b3d", "FAILS": "background-color: #fbe3e1; color: #a3271d"}
-st.dataframe(pd.DataFrame(table).style.map(STATUS_STYLE.get, subset=["status"]), hide_index=True, key="pol_asserts",
+st.dataframe(pd.DataFrame(table).style.map(ASSERTION_STYLES.get, subset=["status"]), hide_index=True, key="pol_asserts",
              column_config={"result": st.column_config.TextColumn(width="large")})
 
 

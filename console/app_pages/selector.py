@@ -11,6 +11,7 @@ import streamlit as st
 from console import state
 from console.components.clearance import clearance_caption, operator_view
 from console.components.chart_safety import plot_text, tidy
+from console.components.colours import SIGNAL_COLORS
 from console.components.safe import clean, md
 from console.components.trust_form import RequestParams, fill, params_from_query, trust_context_form
 from console.components.when import UTC, instant_input
@@ -21,7 +22,6 @@ from membrane_engine import label as record_label
 from membrane_engine.errors import MembraneError
 
 SELECTOR_TYPES = ["competence", "plan_graph"]
-SIGNAL_COLORS = {"applicability": "#60a5fa", "success": "#34d399", "recency": "#fbbf24", "score": "#1e3a8a"}
 
 view = operator_view("selector")
 operator = view.operator

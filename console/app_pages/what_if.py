@@ -13,7 +13,8 @@ import streamlit as st
 
 from console import state
 from console.components.clearance import clearance_caption, operator_view
-from console.components.charts import VERDICT_COLORS, style
+from console.components.charts import style
+from console.components.colours import VERDICT_COLORS
 from console.components.record_card import explorer_href, record_card, show_explanation
 from console.components.safe import clean
 from console.components.trust_form import (BASE, LAYERS, SENSITIVITIES, context_from_query, context_query, fill,

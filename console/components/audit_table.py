@@ -15,7 +15,7 @@ import pandas as pd
 from membrane_engine import OperatorView, kind_of
 
 from .safe import clean
-from .words import ACTION_COLORS
+from . import colours
 
 COLUMNS = ["timestamp", "record_id", "record", "position", "action", "before", "after", "actor", "rationale", "seq",
            "claimed"]
@@ -26,8 +26,8 @@ STORED = {"retract": "delete", "penalize": "decay", "pin": "revise", "unpin": "r
 
 
 def action_color(name: str) -> str:
-    """ACTION_COLORS for an action in words (a penalize is Membrane's ``decay`` entry)."""
-    return ACTION_COLORS.get(name) or ACTION_COLORS.get(STORED.get(name, ""), ACTION_COLORS["revise"])
+    """The colour of an action in words (a penalize is Membrane's ``decay`` entry)."""
+    return colours.action_color(name, STORED)
 
 
 def record_link(record_id: str) -> str:

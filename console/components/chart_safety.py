@@ -1,4 +1,5 @@
-"""Plotly helpers for the decay, selector and audit pages: inert labels, a palette, a layout.
+"""Plotly helpers for the decay, selector and audit pages: inert labels and a layout (colours:
+components/colours.py).
 
 Plotly renders a subset of HTML in labels and hover text (``<b>``, ``<br>``, ``<a href>``), so
 every record string that reaches a figure goes through ``plot_text`` first.
@@ -11,9 +12,6 @@ import html
 import plotly.graph_objects as go
 
 from .safe import clean
-
-PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777",
-           "#4b5563", "#65a30d", "#7c3aed", "#0d9488"]
 
 
 def plot_text(text: object, limit: int = 80) -> str:

@@ -1,10 +1,8 @@
-"""Plotly styling shared by the pages, and the console's fixed color vocabulary."""
+"""Plotly styling shared by the pages (their colours: components/colours.py)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
-
-VERDICT_COLORS = {"full": "#2e9e5b", "redacted": "#f0a020", "hidden": "#9aa0a6", "below_min_salience": "#c9d3f5"}
 
 
 def style(fig: go.Figure, height: int = 320) -> go.Figure:

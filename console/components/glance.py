@@ -12,11 +12,8 @@ from datetime import date, datetime, timezone
 
 import pandas as pd
 
-from console.components.words import ACTION_COLORS, action_word
-
-# ColorBrewer "Blues", light to dark: the overview's heatmap colours, as plotly draws them.
-BLUES = ("#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b")
-DARK_FROM = 5  # from this step on, the text is white
+from console.components.colours import ACTION_COLORS, BLUES, BODY_TEXT, DARK_FROM, FALLBACK
+from console.components.words import action_word
 
 
 def tint(count: float, top: float) -> str:
@@ -24,7 +21,7 @@ def tint(count: float, top: float) -> str:
     if not count or top <= 0:
         return ""
     step = min(len(BLUES) - 1, 1 + int((len(BLUES) - 1) * count / top * 0.999))
-    return f"background-color: {BLUES[step]}; color: {'white' if step >= DARK_FROM else '#1f2937'}"
+    return f"background-color: {BLUES[step]}; color: {'white' if step >= DARK_FROM else BODY_TEXT}"
 
 
 def heat(frame: pd.DataFrame, columns: list[str]) -> "pd.io.formats.style.Styler":
@@ -35,7 +32,7 @@ def heat(frame: pd.DataFrame, columns: list[str]) -> "pd.io.formats.style.Styler
 
 def action_colors(frame: pd.DataFrame, column: str = "action") -> "pd.io.formats.style.Styler":
     """``frame`` with each action's name in its colour, the one it has on every chart."""
-    return frame.style.map(lambda a: f"color: {ACTION_COLORS.get(str(a), '#888888')}; font-weight: 600",
+    return frame.style.map(lambda a: f"color: {ACTION_COLORS.get(str(a), FALLBACK)}; font-weight: 600",
                            subset=[column])
 
 

@@ -22,13 +22,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from console.components.chart_safety import PALETTE, plot_text, short_id, tidy
+from console.components.chart_safety import plot_text, short_id, tidy
+from console.components.colours import INK, MEMORY_TYPE_COLORS, OTHER_TYPE, PALETTE, REDACTED_NODE
 from console.components.safe import clean
 from membrane_engine import MemoryRecord, RetrieveGraphResponse
 
-TYPE_COLORS = {"working": PALETTE[5], "entity": PALETTE[3], "semantic": PALETTE[0], "competence": PALETTE[2],
-               "plan_graph": PALETTE[4], "episodic": PALETTE[1]}
-REDACTED_COLOR = "#9aa0a6"
 LOCK = "\U0001F512"
 
 
@@ -125,8 +123,8 @@ def figure(graph: RetrieveGraphResponse, predicates: list[str] | None = None, he
             textposition=[where.get(n.record.id, "top center") for n in nodes], textfont=dict(size=11),
             hovertext=[hover(n.record, n.root, n.hop) for n in nodes], hoverinfo="text",
             marker=dict(size=[22 if n.root else 14 for n in nodes], symbol="square" if redacted else "circle",
-                        color=REDACTED_COLOR if redacted else TYPE_COLORS.get(key, PALETTE[8]),
-                        line=dict(width=[3 if n.root else 1 for n in nodes], color="#111827")),
+                        color=REDACTED_NODE if redacted else MEMORY_TYPE_COLORS.get(key, OTHER_TYPE),
+                        line=dict(width=[3 if n.root else 1 for n in nodes], color=INK)),
         ))
     fig.update_xaxes(visible=False, range=padded([x for x, _ in pos.values()], 0.22))
     fig.update_yaxes(visible=False, range=padded([y for _, y in pos.values()], 0.12))

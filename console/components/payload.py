@@ -16,6 +16,7 @@ import streamlit as st
 
 from membrane_engine import MemoryRecord, format_time
 
+from .colours import BRAND, BRAND_TINT, EDGE
 from .safe import clean, md
 
 MAX_ROWS = 500  # rows of one payload table drawn at once (the rest is counted)
@@ -187,8 +188,9 @@ def dag_dot(nodes: list[tuple[str, str]], edges: list[tuple[str, str, str]], ran
     unknown nodes get a dashed placeholder; "control" edges are dashed."""
     names = {nid: f"n{i}" for i, (nid, _) in enumerate(nodes)}
     lines = [f"digraph G {{ rankdir={rankdir}; bgcolor=\"transparent\";",
-             'node [shape=box, style="rounded,filled", fillcolor="#eef1fb", color="#4b5bdc", fontname="Helvetica", fontsize=11];',
-             'edge [fontname="Helvetica", fontsize=9, color="#555555"];']
+             f'node [shape=box, style="rounded,filled", fillcolor="{BRAND_TINT}", color="{BRAND}", fontname="Helvetica", '
+             'fontsize=11];',
+             f'edge [fontname="Helvetica", fontsize=9, color="{EDGE}"];']
     for nid, label in nodes:
         lines.append(f"{names[nid]} [label={dot_lines(nid, label) if label != nid else dot_label(nid)}];")
     for src, dst, kind in edges:

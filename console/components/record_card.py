@@ -10,14 +10,12 @@ from streamlit.errors import StreamlitPageNotFoundError
 
 from membrane_engine import Explanation, MemoryRecord, label, revision_flag, revision_reason
 
+from .colours import REVISION_BADGES, verdict_badge as badge_color
 from .payload import as_text
 from .safe import clean, md
 
-VERDICT_COLORS = {"full": "green", "redacted": "orange", "hidden": "gray"}
-
-
 def verdict_badge(verdict: str) -> None:
-    st.badge(verdict.upper(), color=VERDICT_COLORS.get(verdict, "gray"))
+    st.badge(verdict.upper(), color=badge_color(verdict))
 
 
 def summary(record: MemoryRecord) -> str:
@@ -67,14 +65,11 @@ def explorer_link(record_id: str, label_: str = "Open in the explorer") -> None:
         st.markdown(f"[{label_}]({explorer_href(record_id)})")
 
 
-REVISION_COLORS = {"retracted": "red", "superseded": "violet"}
-
-
 def revision_badge(record: MemoryRecord) -> str:
     """Markdown badge saying the record is retracted or superseded (the engine's
     ``revision_flag``); empty for any other (and for a redacted view, which withholds it)."""
     flag = revision_flag(record)
-    return f":{REVISION_COLORS[flag]}-badge[{flag.upper()}]" if flag else ""
+    return f":{REVISION_BADGES[flag]}-badge[{flag.upper()}]" if flag else ""
 
 
 def revision_notice(record: MemoryRecord) -> None:
@@ -101,7 +96,7 @@ def record_card(record: MemoryRecord, verdict: str | None = None,
         head = st.columns([1.2, 4.6, 1.4], vertical_alignment="center")
         with head[0]:
             if rank is not None:
-                color = VERDICT_COLORS.get(verdict, "gray")
+                color = badge_color(verdict)
                 st.markdown(f"**#{rank}** :{color}-badge[{verdict.upper()}]")
             else:
                 verdict_badge(verdict)

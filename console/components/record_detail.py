@@ -23,6 +23,7 @@ from membrane_engine.errors import MembraneError
 
 from .audit_table import action_color
 from .chart_safety import plot_text, tidy
+from .colours import INK, MARKER_EDGE, UNKNOWN, UNKNOWN_FILL
 from .payload import as_text, render_payload, table
 from .record_card import revision_notice, verdict_badge
 from .safe import clean, md
@@ -173,7 +174,7 @@ def unknown_flags(curve: Callable, times: list[datetime]) -> np.ndarray:
 
 
 def unknown_band(times: list, flags: np.ndarray, low: float, high: float, name: str = UNKNOWN_LABEL,
-                 color: str = "#9ca3af") -> go.Scatter | None:
+                 color: str = UNKNOWN) -> go.Scatter | None:
     """A grey dashed band over each run of unknown instants (None when there is none): drawn
     apart from a gap, which means withheld or absent."""
     xs: list = []
@@ -192,7 +193,7 @@ def unknown_band(times: list, flags: np.ndarray, low: float, high: float, name: 
         k = j + 1
     if not xs:
         return None
-    return go.Scatter(x=xs, y=ys, mode="lines", fill="toself", name=name, fillcolor="rgba(156,163,175,0.25)",
+    return go.Scatter(x=xs, y=ys, mode="lines", fill="toself", name=name, fillcolor=UNKNOWN_FILL,
                       line=dict(color=color, dash="dash", width=1), hoverinfo="text", hoveron="fills",
                       text="salience unknown: imported history without values")
 
@@ -209,7 +210,7 @@ def salience_figure(record: MemoryRecord, versions: list, curve: Callable, now: 
     times = sorted(set(grid + extra))
     values = [np.nan if x is None else x for x in curve(times)]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=times, y=values, mode="lines", name="salience", line=dict(color="#111827", width=2),
+    fig.add_trace(go.Scatter(x=times, y=values, mode="lines", name="salience", line=dict(color=INK, width=2),
                              hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>S = %{y:.4f}<extra></extra>"))
     known = [v for v in values if not np.isnan(v)]
     band = unknown_band(times, unknown_flags(curve, times), 0.0, max(max(known, default=0.0), record.salience, 0.05) * 1.05)
@@ -222,7 +223,7 @@ def salience_figure(record: MemoryRecord, versions: list, curve: Callable, now: 
         if picked:
             fig.add_trace(go.Scatter(
                 x=[v.timestamp for v, _ in picked], y=[y for _, y in picked], mode="markers", name=kind,
-                marker=dict(symbol=symbol, size=12, color=action_color(kind), line=dict(color="black", width=1)),
+                marker=dict(symbol=symbol, size=12, color=action_color(kind), line=dict(color=MARKER_EDGE, width=1)),
                 text=[f"<b>{kind}</b> by {plot_text(v.actor, 40)}<br>{plot_text(_changes_text(v.changes, 0), 80)} → "
                       f"{plot_text(_changes_text(v.changes, 1), 80)}" for v, _ in picked],
                 hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>%{text}<extra></extra>"))

@@ -1,30 +1,15 @@
-"""The console's fixed vocabulary: counted nouns, the order of sensitivity levels, and one colour
-per action on every chart."""
+"""The console's fixed vocabulary: counted nouns, the order of sensitivity levels, and one name
+per audit action (each action's colour: components/colours.py)."""
 
 from __future__ import annotations
 
 from membrane_engine import AuditAction, Sensitivity
 
+from .colours import ACTION_COLORS
+
 SENSITIVITY_ORDER = [s.value for s in Sensitivity]  # public to hyper: every table's and chart's order
 
 
-# One colour per audit action (no two closer than 70 apart in RGB, so each reads at a glance) and per curation operation, the same on every chart and table
-# (the audit timeline, the decay page's markers, history, review). A retract is written as a
-# `delete` entry whose record stays in the store; it has its own colour so it reads as what it is.
-ACTION_COLORS: dict[str, str] = {
-    "create": "#16a34a",           # green
-    "reinforce": "#2563eb",        # blue
-    "revise": "#9333ea",           # purple
-    "fork": "#06b6d4",             # cyan
-    "merge": "#78350f",            # brown
-    "penalize": "#f97316",         # orange: stored as Membrane's `decay` entry
-    "retract": "#db2777",          # pink
-    "delete": "#b91c1c",           # dark red
-    "restore": "#115e59",          # dark teal
-    "pin": "#facc15",              # yellow
-    "unpin": "#6b7280",            # grey
-    "restore version": "#84cc16",  # lime: a record brought back to an earlier version
-}
 # An action as stored, in the console's words: one name per action on every chart and table (a
 # penalize is stored as Membrane's `decay` entry; a retract, a `delete` entry, is told apart from
 # the entry's rationale by the engine: membrane_engine.rules.history.kind_of, activity.action_counts).
