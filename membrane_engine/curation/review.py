@@ -22,16 +22,15 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import func, select, text
 
 from membrane_engine.curation.operations import AUTO_PRUNE_CODE
 from membrane_engine.errors import ValidationError
 from membrane_engine.retrieval.labels import labels
 from membrane_engine.rules.labels import label_of_doc, redacted_label
 from membrane_engine.rules.salience import PRUNE_THRESHOLD, salience_at, salience_rows, take
-from membrane_engine.model.records import UTC, AuditAction, MemoryRecord, MemoryType, check_instant, to_epoch
+from membrane_engine.model.records import UTC, MemoryRecord, MemoryType, check_instant, to_epoch
 from membrane_engine.storage.record_queries import archived_labels
-from membrane_engine.storage.store import CONTEST_ENTRY, CONTESTED, audit_entries, records
+from membrane_engine.storage.contests import contested_docs, contested_labels, newest_contests, revise_entries
 from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, redact, verdict_as_read, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -109,21 +108,12 @@ def _record(doc: dict[str, Any]) -> MemoryRecord:
 
 
 def _contest_refs(conn, ids: list[str]) -> dict[str, list[tuple[str, datetime, str]]]:
-    """Per record, its contest entries, oldest first: (ref, time, rationale). Looked up by
-    record (the log's (record_id, position) key): filtering on the action in SQL would lead a
-    planner to the action index and a scan of every revise entry for each chunk."""
+    """Per record, its contest entries, oldest first: (ref, time, rationale)."""
     out: dict[str, list[tuple[str, datetime, str]]] = {}
-    for start in range(0, len(ids), 900):
-        chunk = ids[start:start + 900]
-        q = (select(audit_entries.c.record_id, audit_entries.c.action, audit_entries.c.details, audit_entries.c.ts,
-                    audit_entries.c.rationale)
-             .where(audit_entries.c.record_id.in_(chunk)).order_by(audit_entries.c.record_id, audit_entries.c.position))
-        for rid, action, details, ts, rationale in conn.execute(q):
-            if action != AuditAction.REVISE.value:
-                continue
-            ref = _contest_ref(details, rationale)
-            if ref is not None:
-                out.setdefault(rid, []).append((ref, datetime.fromtimestamp(ts, UTC), rationale))
+    for rid, details, when, rationale in revise_entries(conn, ids):
+        ref = _contest_ref(details, rationale)
+        if ref is not None:
+            out.setdefault(rid, []).append((ref, when, rationale))
     return out
 
 
@@ -148,16 +138,6 @@ def _contest_ref(details: str | None, rationale: str) -> str | None:
     return "" if (rationale or "").startswith("contested: ") else None
 
 
-def _newest_contest(conn) -> dict[str, float]:
-    """Per record, when its newest contest entry was written (epoch seconds): what the queue is
-    ordered by. One scan of the partial index of contest entries (few, and no list of ids to
-    send: at 17k contested records the parameters alone cost PostgreSQL more than the scan); the
-    entries themselves are read for the listed records only (``_contest_refs``)."""
-    q = (select(audit_entries.c.record_id, func.max(audit_entries.c.ts))
-         .where(text(CONTEST_ENTRY)).group_by(audit_entries.c.record_id))  # the index's condition
-    return {rid: float(ts) for rid, ts in conn.execute(q)}
-
-
 def _contested(m: "Membrane", clearance: TrustContext, limit: int
                ) -> tuple[list[ContestedItem], int, int]:
     """The contested records are found, counted and gated on the partial index's labels, then
@@ -165,8 +145,7 @@ def _contested(m: "Membrane", clearance: TrustContext, limit: int
     listed are read whole, with their contest entries, and each is gated again on the labels
     read with its content."""
     with m.store.read() as conn:
-        marked = conn.execute(select(records.c.id, records.c.sensitivity, records.c.scope)
-                              .where(text(CONTESTED))).all()
+        marked = contested_labels(conn)
         decided: dict[tuple[str, str], Verdict] = {}
         seen: dict[str, Verdict] = {}
         withheld = 0
@@ -179,7 +158,9 @@ def _contested(m: "Membrane", clearance: TrustContext, limit: int
                 withheld += 1
             else:
                 seen[rid] = verdict
-        newest = _newest_contest(conn)
+        # What the queue is ordered by; the entries themselves are read for the listed records
+        # only (``_contest_refs``).
+        newest = newest_contests(conn)
 
         # Newest contest first; redacted records after them, by id (their audit is withheld, so
         # is when they were contested).
@@ -189,8 +170,7 @@ def _contested(m: "Membrane", clearance: TrustContext, limit: int
 
         page = sorted(seen, key=order)[:limit]
         entries = _contest_refs(conn, sorted(rid for rid in page if seen[rid] is Verdict.FULL))
-        docs = {rid: json.loads(raw) for rid, raw in conn.execute(
-            select(records.c.id, records.c.doc).where(records.c.id.in_(page), text(CONTESTED)))} if page else {}
+        docs = {rid: json.loads(raw) for rid, raw in contested_docs(conn, page).items()}
     listed: list[tuple[str, dict[str, Any], Verdict]] = []
     for rid in page:
         doc = docs.get(rid)
