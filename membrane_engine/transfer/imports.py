@@ -4,7 +4,6 @@ before the store is asked anything; ``import_writer`` writes them, ``json_items`
 from __future__ import annotations
 
 import gc
-import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,14 +17,17 @@ from membrane_engine.errors import ValidationError
 from membrane_engine.rules.chain import extra_of, extra_text, new_chain, signing_key
 from membrane_engine.rules.salience import anchor_of
 from membrane_engine.model.records import (
-    MAX_RECORD_BYTES,
+    MAX_RECORD_BYTES,  # noqa: F401 (re-exported)
     MemoryRecord,
     format_time,
     to_epoch,
     validate_record,
-)  # noqa: F401 (MAX_RECORD_BYTES re-exported)
+)
+from membrane_engine.rules.ranking import VECTOR_DTYPE, try_embed_records
 from membrane_engine.storage.audit_log import live_digest
 from membrane_engine.storage.store import record_values
+from membrane_engine.transfer.json_items import FileItems
+from membrane_engine.transfer.strict_json import loads
 
 # MAX_RECORD_BYTES (8 MiB of one record's JSON) is checked by validate_record (schema.check_json).
 MAX_REPORTED = 200  # problems spelled out in a refusal's message
@@ -52,24 +54,6 @@ def read_file_checks(path: Any) -> Path:
     return path
 
 
-def _refuse_constant(name: str) -> Any:
-    # Python's json reads NaN and +-Infinity; JSON (and Membrane) does not.
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _loads(text: str, name: str, where: str) -> Any:
-    try:
-        return json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as exc:
-        at = f"line {exc.lineno} column {exc.colno}" if not where else f"column {exc.colno}"
-        raise ValidationError(f"{name}{where}: not valid JSON ({exc.msg}; {at})",
-                              [(f"line {exc.lineno}" if not where else where.strip(), exc.msg)]) from None
-    except ValueError as exc:
-        raise ValidationError(f"{name}{where}: {exc}", [(where.strip() or "file", str(exc))]) from None
-    except RecursionError:
-        raise ValidationError(f"{name}{where}: JSON nested too deeply", [(where.strip() or "file", "nested too deeply")]) from None
-
-
 def parse_text(text: str, jsonl: bool = False, name: str = "input") -> list[Any]:
     if jsonl:
         items = []
@@ -78,9 +62,9 @@ def parse_text(text: str, jsonl: bool = False, name: str = "input") -> list[Any]
         for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
-            items.append(_loads(line, name, f" line {number}"))
+            items.append(loads(line, name, f" line {number}"))
         return items
-    data = _loads(text, name, "")
+    data = loads(text, name, "")
     if isinstance(data, dict):
         return [data]
     if not isinstance(data, list):
@@ -120,8 +104,6 @@ def preview_file(store: Any, path: Any) -> FilePreview:
     bounded by a record, not the file), with the ids the store already holds. Raises the
     reader's ValidationError where the file stops being JSON; the records themselves are
     validated by the import."""
-    from membrane_engine.transfer.json_items import FileItems
-
     path = read_file_checks(path)
     briefs: list[dict[str, Any]] = []
     for value, _text, _checked in FileItems(path):
@@ -198,8 +180,6 @@ def vector_rows(embedder: Any, records: Sequence[MemoryRecord]) -> list[tuple[st
     """``record_vectors`` rows of ``records`` (id, provider name, float16 bytes), or None when the
     provider fails: as Membrane ignores its embedding service's errors, an import never fails
     for its ranking provider (``ranking.try_embed_records`` logs it)."""
-    from membrane_engine.rules.ranking import VECTOR_DTYPE, try_embed_records
-
     vectors = try_embed_records(embedder, records)
     if vectors is None or len(vectors) != len(records):
         return None

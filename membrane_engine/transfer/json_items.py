@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from membrane_engine.errors import ValidationError
-from membrane_engine.transfer.imports import _refuse_constant
-from membrane_engine.transfer.jsonl_import import _parse
 from membrane_engine.model.records import MAX_RECORD_BYTES
+from membrane_engine.transfer.strict_json import parse_line, refuse_constant
 
 BLOCK = 1 << 20  # bytes read at a time
 MAX_ITEM_CHARS = 4 * MAX_RECORD_BYTES
@@ -35,10 +34,10 @@ KEY_CHARS = 64  # items this short come with their text (``Item.text``), to reco
 
 _LOOKAHEAD = 16  # characters: longer than any literal or number prefix that could be cut off
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+_DECODER = json.JSONDecoder(parse_constant=refuse_constant)
 
 # (value, its JSON text when at most KEY_CHARS long else None, whether its JSON is checked as
-# ``schema.check_json`` would: ``jsonl_import.parser_checked``)
+# ``schema.check_json`` would: ``strict_json.parser_checked``)
 Item = tuple[Any, "str | bytes | None", bool]
 
 
@@ -82,7 +81,7 @@ def _lines(f: BinaryIO, name: str) -> Iterator[Item]:
             line = line[:-1]
         if not line.strip():
             continue
-        value, checked = _parse(line, name, number)
+        value, checked = parse_line(line, name, number)
         yield value, (line if len(line) <= KEY_CHARS else None), checked
 
 

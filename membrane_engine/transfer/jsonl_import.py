@@ -26,11 +26,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from membrane_engine.errors import ValidationError
-from membrane_engine.transfer.imports import PreparedImport, _loads, gc_paused, prepare
-from membrane_engine.model.records import MAX_RECORD_BYTES
+from membrane_engine.rules.ranking import default_embedder
+from membrane_engine.transfer.imports import PreparedImport, gc_paused, prepare
+from membrane_engine.transfer.strict_json import parse_line
 
 log = logging.getLogger(__name__)
 
@@ -40,33 +39,7 @@ CHUNK_LINES = 50_000  # lines per worker task at most: a file of tiny junk lines
 # millions of parsed items in one task (800 MB for 16 MB of "{}" lines)
 
 
-def parser_checked(line: bytes) -> bool:
-    """Whether orjson having parsed ``line`` guarantees what ``schema.check_json`` checks, so
-    validation may skip it: orjson refuses NaN and Infinity, lone surrogates and invalid UTF-8;
-    the record re-encoded is at most 4.5 times the line (a 4-byte number such as ``1e15`` comes
-    out as ``1000000000000000.0``, strings and whitespace only shrink), so a line of a fifth of
-    the limit is within it; and a value nests no deeper than its brackets number."""
-    return len(line) * 5 <= MAX_RECORD_BYTES and line.count(b"{") + line.count(b"[") <= _CHECKED_BRACKETS
-
-
 SHORT_LINE = 64  # lines this short go to ``prepare`` with their text, to recognise repeated junk
-
-_CHECKED_BRACKETS = 200  # far below any recursion limit on the way (json, orjson's 255, pydantic)
-
-
-def _parse(line: bytes, name: str, number: int) -> tuple[Any, bool]:
-    """One line as JSON, strictly, and whether its JSON is checked (``parser_checked``): orjson
-    for the common case; anything it refuses goes through the sequential reader's own parser,
-    so the accepted values and the errors are the same."""
-    try:
-        return orjson.loads(line), parser_checked(line)
-    except orjson.JSONDecodeError:
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValidationError(f"{name} line {number}: not UTF-8 text (byte {exc.object[exc.start]:#04x} "
-                                  f"at column {exc.start + 1})", [(f"line {number}", "not UTF-8")]) from None
-        return _loads(text, name, f" line {number}"), False
 
 
 @dataclass(frozen=True)
@@ -150,7 +123,7 @@ def prepare_chunk(path: Path, chunk: Chunk, name: str, now: datetime,
         try:
             for offset, line in enumerate(_lines(piece)):
                 if line.strip():
-                    item, ok = _parse(line, name, chunk.first_line + offset)
+                    item, ok = parse_line(line, name, chunk.first_line + offset)
                     items.append(item)
                     checked.append(ok)
                     texts.append(line if len(line) <= SHORT_LINE else None)
@@ -200,8 +173,6 @@ def for_workers(embedder: Any) -> Any:
     process: ``ranking.VectorIndex``)."""
     if embedder is None:
         return None
-    from membrane_engine.rules.ranking import default_embedder
-
     if embedder is default_embedder():
         return "default"
     try:
@@ -223,8 +194,6 @@ def worker_start(importer: int, embedder: Any = None) -> None:
     global _EMBEDDER
     gc.disable()
     if isinstance(embedder, str):  # "default"
-        from membrane_engine.rules.ranking import default_embedder
-
         embedder = default_embedder()
     _EMBEDDER = embedder
     threading.Thread(target=_exit_when_orphaned, args=(importer,), name="membrane-import-orphan-watch",

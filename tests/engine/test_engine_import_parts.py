@@ -15,7 +15,7 @@ import pytest
 
 from membrane_engine import Membrane, TrustContext
 from membrane_engine.errors import AlreadyExistsError, ValidationError
-from membrane_engine.transfer import jsonl_import
+from membrane_engine.transfer import jsonl_import, strict_json
 from membrane_engine.storage import store as store_module
 from membrane_engine.transfer.imports import prepare
 
@@ -348,10 +348,10 @@ def test_a_line_longer_than_a_chunk_is_one_chunk(tmp_path, monkeypatch):
 
 
 def test_what_the_parser_checked_is_what_check_json_would_pass():
-    assert jsonl_import.parser_checked(json.dumps(rec("a")).encode())
+    assert strict_json.parser_checked(json.dumps(rec("a")).encode())
     deep = ("[" * 150) + ("]" * 150)
-    assert not jsonl_import.parser_checked(('{"a": ' + deep + ', "b": {' + '"c": {' * 60 + "}" * 61).encode())
-    assert not jsonl_import.parser_checked(b'{"a": "' + b"x" * (jsonl_import.MAX_RECORD_BYTES // 5) + b'"}')
+    assert not strict_json.parser_checked(('{"a": ' + deep + ', "b": {' + '"c": {' * 60 + "}" * 61).encode())
+    assert not strict_json.parser_checked(b'{"a": "' + b"x" * (strict_json.MAX_RECORD_BYTES // 5) + b'"}')
 
 
 def test_a_line_whose_numbers_grow_past_the_limit_when_written_is_refused(tmp_path, small_chunks):
