@@ -32,6 +32,7 @@ from membrane_engine.model.records import (
     sensitivity_level,
 )
 from membrane_engine.rules.trust import as_trust
+from membrane_engine.storage import audit_stats
 from membrane_engine.storage.record_queries import found_records
 from membrane_engine.storage.store import audit_entries
 
@@ -108,29 +109,18 @@ def filter_ids(membrane: "Membrane", types: list[str] | None = None, scopes: lis
 
 def audit_actors(membrane: "Membrane", limit: int = 500) -> list[str]:
     """Distinct actors in the audit log, most frequent first (at most ``limit``)."""
-    limit = check_whole(limit, "limit", 0, MAX_PICK)
-    q = (select(audit_entries.c.actor, func.count().label("n")).group_by(audit_entries.c.actor)
-         .order_by(func.count().desc(), audit_entries.c.actor).limit(limit))
-    with membrane.store.read() as conn:
-        return [r.actor for r in conn.execute(q)]
+    return audit_stats.actor_counts(membrane.store, check_whole(limit, "limit", 0, MAX_PICK))
 
 
 def audit_span(membrane: "Membrane") -> tuple[float, float] | None:
     """(oldest, newest) entry time in epoch seconds, or None for an empty log."""
-    # One subquery per bound: each is then one look into the ts index (both aggregates in one
-    # SELECT made SQLite scan the whole log, 140 ms at 2M entries).
-    lo_q = select(func.min(audit_entries.c.ts)).scalar_subquery()
-    hi_q = select(func.max(audit_entries.c.ts)).scalar_subquery()
-    with membrane.store.read() as conn:
-        lo, hi = conn.execute(select(lo_q, hi_q)).one()
-    return None if lo is None else (float(lo), float(hi))
+    return audit_stats.span(membrane.store)
 
 
 def audit_newest(membrane: "Membrane") -> int:
     """The newest audit entry's sequence number (0 for an empty log). Entries are append-only,
     so a count or chart of the log is current while this is unchanged."""
-    with membrane.store.read() as conn:
-        return int(conn.execute(select(func.max(audit_entries.c.seq))).scalar() or 0)
+    return audit_stats.newest_seq(membrane.store)
 
 
 def audit_activity(membrane: "Membrane", bucket_seconds: float = 86400.0, actor: str | None = None,
@@ -206,10 +196,7 @@ def sample_loaded_at(membrane: "Membrane") -> float | None:
     """When the bundled sample store was loaded into this store (epoch seconds), or None when
     it was not: its import is the only one written by ``SAMPLE_ACTOR`` (one look into the actor
     index)."""
-    q = select(func.min(audit_entries.c.ts)).where(audit_entries.c.actor == SAMPLE_ACTOR)
-    with membrane.store.read() as conn:
-        value = conn.execute(q).scalar()
-    return None if value is None else float(value)
+    return audit_stats.first_written_by(membrane.store, SAMPLE_ACTOR)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Store metrics, SPEC 7 (Membrane's GetMetrics), over the column cache plus SQL aggregates."""
+"""Store metrics, SPEC 7 (Membrane's GetMetrics), over the column cache plus the audit log's
+counts by action (``storage.audit_stats``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, literal_column, select
 
 from membrane_engine.storage.columns import TYPE_CODES, TYPE_NAMES, Snapshot
 from membrane_engine.rules.salience import salience_at, take
 from membrane_engine.model.records import to_epoch
-from membrane_engine.storage.store import Store, audit_entries
+from membrane_engine.storage.audit_stats import actions_written_after
+from membrane_engine.storage.store import Store
 
 BUCKETS = ("0.0-0.2", "0.2-0.4", "0.4-0.6", "0.6-0.8", "0.8-1.0")
 DAY = 86400.0
@@ -96,36 +97,6 @@ class ActionCounts:
                 while len(self._after) > KEPT_INSTANTS:
                     self._after.pop(next(iter(self._after)))
             return dict(counts)
-
-
-def actions_written_after(store: Store, t: float, through_seq: int | None = None,
-                          after_seq: int | None = None) -> dict[str, int]:
-    """Audit entries by action written after epoch ``t`` (and, with ``through_seq``, at or
-    before that sequence number; with ``after_seq``, after that one): one range of the ``ts``
-    index, or of the primary key between the two sequence numbers; empty in one look when ``t``
-    is after the newest entry."""
-    if after_seq is not None:
-        q = (select(audit_entries.c.action, func.count())
-             .where(audit_entries.c.seq > int(after_seq), audit_entries.c.seq <= int(through_seq),
-                    audit_entries.c.ts > t).group_by(audit_entries.c.action))
-        with store.read() as conn:
-            return {str(action): int(n) for action, n in conn.execute(q)}
-    conditions = [audit_entries.c.ts > t]
-    if through_seq is not None:
-        # "+ 0" keeps the planner on the ts index: offered the primary key for "seq <=", SQLite
-        # walked the whole log (0.4 s at 300k entries) to find the few entries after ``t``.
-        conditions.append(audit_entries.c.seq + 0 <= int(through_seq))
-    # Grouped by an expression, not the column: offered the action index for the GROUP BY,
-    # SQLite walks every entry by action (2.3 s at 1.9M) instead of the (ts, action) range alone
-    # (0.3 s).
-    action = audit_entries.c.action.op("||")(literal_column("''")).label("action")
-    q = select(action, func.count()).where(*conditions).group_by(action)
-    newest = select(func.max(audit_entries.c.ts))
-    with store.read() as conn:
-        top = conn.execute(newest).scalar()
-        if top is None or float(top) <= t:  # the usual "now": one look into the ts index
-            return {}
-        return {str(action): int(n) for action, n in conn.execute(q)}
 
 
 def actions_at(store: Store, t: float, current: dict[str, int]) -> dict[str, int]:
