@@ -27,7 +27,7 @@ record's own entries): this engine did not write them, and ``Version.claimed`` s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -135,28 +135,15 @@ def versions(rows: list[AuditRow]) -> list[Version]:
 IMPORTED_MARK = "imported"  # how an import's own create entry's rationale starts (imports.prepare)
 
 
-def claimed_by(store: Any, rows: list[AuditRow]) -> dict[int, str]:
+def claimed_by(rows: list[AuditRow], last_creates: Mapping[str, tuple[int, str]]) -> dict[int, str]:
     """For each of ``rows`` (audit rows of any records, e.g. a page of the audit log) that came
     with its record rather than being written by this engine (``Version.claimed``), its ``seq``
     and who claims it: "the import" (the record was imported) or "its creator" (a new record's
-    own entries). One look-up of the records' ``create`` entries per 900 records."""
-    from sqlalchemy import select
-
-    from membrane_engine.storage.store import audit_entries
-
-    ids = list(dict.fromkeys(r.record_id for r in rows))
-    taken: dict[str, tuple[int, str]] = {}  # record id -> (position, rationale) of its last create
-    with store.read() as conn:
-        for start in range(0, len(ids), 900):
-            q = (select(audit_entries.c.record_id, audit_entries.c.position, audit_entries.c.rationale)
-                 .where(audit_entries.c.record_id.in_(ids[start:start + 900]),
-                        audit_entries.c.action == AuditAction.CREATE.value))
-            for rid, position, rationale in conn.execute(q):
-                if rid not in taken or position > taken[rid][0]:
-                    taken[rid] = (int(position), rationale or "")
+    own entries). ``last_creates``: each record's last ``create`` entry as (position,
+    rationale), ``storage.audit_log.last_creates``."""
     out = {}
     for r in rows:
-        position, rationale = taken.get(r.record_id, (-1, ""))
+        position, rationale = last_creates.get(r.record_id, (-1, ""))
         if r.position < position:
             out[r.seq] = "the import" if rationale.startswith(IMPORTED_MARK) else "its creator"
     return out

@@ -14,6 +14,7 @@ import pytest
 from membrane_engine import Membrane
 from membrane_engine.errors import ValidationError
 from membrane_engine.rules.history import claimed_by
+from membrane_engine.storage.audit_log import last_creates
 from membrane_engine.transfer.imports import preview_file
 
 from engine_kit import DAY, T0, iso, rec
@@ -107,7 +108,7 @@ def test_entries_that_came_with_the_import_are_claimed(mem: Membrane, clock: Clo
         ("create", True), ("reinforce", True), ("penalize", True), ("create", False), ("reinforce", False)]
     assert versions[3].actor == "operator:ann" and versions[3].rationale.startswith("imported")
     total, rows = mem.audit_query(limit=100)
-    claimed = claimed_by(mem.store, rows)
+    claimed = claimed_by(rows, last_creates(mem.store, (r.record_id for r in rows)))
     by_seq = {r.seq: r for r in rows}
     assert sorted((by_seq[s].record_id, by_seq[s].position) for s in claimed) == [("m", 0), ("m", 1), ("m", 2)]
     assert set(claimed.values()) == {"the import"}
