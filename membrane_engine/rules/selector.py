@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from membrane_engine.model.records import CompetencePayload, MemoryRecord, PlanGraphPayload, to_epoch
+from membrane_engine.rules.ranking import embed_records, query_vector
 
 DEFAULT_THRESHOLD = 0.7
 RECENCY_HALF_LIFE_SECONDS = 30 * 86400.0
@@ -165,8 +166,6 @@ def select(candidates: list[MemoryRecord], as_of: datetime, threshold: float = D
         success = np.array([0.5 if red else success_signal(r) for r, red in zip(candidates, redacted)], dtype=float)
         last = np.array([_last_reinforced(r) for r in candidates], dtype=float)
     if embedder is not None and task_descriptor and n:
-        from membrane_engine.rules.ranking import embed_records, query_vector  # ranking imports this module's models
-
         query = query_vector(embedder, task_descriptor)
         if query is not None:
             vectors = embed_records(embedder, candidates)
