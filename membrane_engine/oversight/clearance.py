@@ -47,7 +47,8 @@ from membrane_engine.model.records import (
     to_epoch,
 )
 from membrane_engine.storage.record_queries import archived_labels, visible_condition
-from membrane_engine.storage.store import access_log, audit_entries, records
+from membrane_engine.storage.access_log import access_entries
+from membrane_engine.storage.store import audit_entries, records
 from membrane_engine.rules.trust import (
     TrustContext,
     Verdict,
@@ -498,25 +499,14 @@ def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record
     record_id = check_string(record_id, "record_id", MAX_ID_LENGTH, optional=True)
     actor = check_string(actor, "actor", MAX_ACTOR_LENGTH, optional=True)
     limit, offset = check_whole(limit, "limit", 0, MAX_QUERY_LIMIT), check_whole(offset, "offset", 0, MAX_OFFSET)
-    conditions = []
-    if record_id:
-        conditions.append(access_log.c.record_id == record_id)
-    if actor:
-        conditions.append(access_log.c.actor == actor)
+    levels = scopes = None
     if clearance is not None:
         clearance = as_trust(clearance, "clearance")
         levels = [s.value for s in Sensitivity if s.level <= clearance.max_level + 1]
-        conditions.append(access_log.c.sensitivity.in_(levels))
-        if clearance.scopes:
-            conditions.append(or_(access_log.c.scope == "", access_log.c.scope.in_(list(clearance.scopes))))
-    with membrane.store.read() as conn:
-        total = conn.execute(select(func.count()).select_from(access_log).where(*conditions)).scalar()
-        q = (select(access_log).where(*conditions).order_by(access_log.c.ts.desc(), access_log.c.seq.desc())
-             .limit(limit).offset(offset))
-        rows = [Access(r.seq, r.record_id, r.actor, r.sensitivity, r.scope, datetime.fromtimestamp(r.ts, UTC),
-                       r.via or "")
-                for r in conn.execute(q)]
-    return int(total), rows
+        scopes = list(clearance.scopes) if clearance.scopes else None
+    total, rows = access_entries(membrane.store, record_id, actor, levels, scopes, limit, offset)
+    return total, [Access(seq, rid, who, sens, scope, datetime.fromtimestamp(ts, UTC), via)
+                   for seq, rid, who, sens, scope, ts, via in rows]
 
 
 __all__ = ["ACCESS_LOG_LEVEL_ENV", "Access", "WITHHELD", "access_log_level", "accesses", "archived_ids", "audit_actors",
