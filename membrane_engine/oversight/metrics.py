@@ -12,7 +12,8 @@ import numpy as np
 
 from membrane_engine.storage.columns import TYPE_CODES, TYPE_NAMES, Snapshot
 from membrane_engine.rules.salience import salience_at, take
-from membrane_engine.model.records import to_epoch
+from membrane_engine.context import EngineContext
+from membrane_engine.model.records import check_instant, to_epoch
 from membrane_engine.storage.audit_stats import actions_written_after
 from membrane_engine.storage.store import Store
 
@@ -172,6 +173,14 @@ def compute_metrics(store: Store, snap: Snapshot, as_of: datetime,
 # --------------------------------------------------------------------------- console aggregates
 # Breakdowns for the console's overview, over the column cache (never a full read of the
 # records). Audit activity per day is lookups.audit_activity.
+
+
+def store_metrics(ctx: EngineContext, as_of: datetime | None = None) -> dict[str, Any]:
+    """SPEC 7 over the whole store at ``as_of`` (default: the context's now), the audit entries
+    by action taken from the context's counter."""
+    as_of = check_instant(as_of) if as_of is not None else None
+    return compute_metrics(ctx.store, ctx.columns.current(), as_of=as_of or ctx.now(),
+                           action_counts=ctx.action_counts.current())
 
 
 def store_breakdown(snap: Snapshot, as_of: datetime, seen: np.ndarray | None = None) -> dict[str, Any]:
