@@ -20,17 +20,15 @@ import threading
 import weakref
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Integer, cast, func, select
 
 from membrane_engine.audit.trail import is_retract
+from membrane_engine.context import EngineContext
 from membrane_engine.model.records import AuditAction
 from membrane_engine.storage import snapshot_file
 from membrane_engine.storage.store import Store, audit_entries
-
-if TYPE_CHECKING:  # pragma: no cover
-    from membrane_engine.membrane import Membrane
 
 HOUR = 3600
 KIND = "audit activity v2"  # v2: retracts counted apart from deletes
@@ -155,11 +153,11 @@ def action_counts(conn, bucket: Any, conditions: list[Any]) -> dict[tuple[int, s
     return counts
 
 
-_OF: "weakref.WeakKeyDictionary[Membrane, AuditActivity]" = weakref.WeakKeyDictionary()
+_OF: "weakref.WeakKeyDictionary[EngineContext, AuditActivity]" = weakref.WeakKeyDictionary()
 _OF_LOCK = threading.Lock()
 
 
-def activity_of(membrane: "Membrane") -> AuditActivity:
+def activity_of(membrane: EngineContext) -> AuditActivity:
     """The Membrane's counter (made at its first use)."""
     with _OF_LOCK:
         counter = _OF.get(membrane)

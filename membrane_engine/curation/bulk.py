@@ -1,9 +1,9 @@
 """One curation operation over many records: one preview, then one transaction per record.
 
-``preview(m, op, ids, actor, rationale, clearance=None, **params)`` plans ``op`` for every id
-with curation's planners (the same ones ``Membrane.preview`` and the operations run), in one
-read transaction, and says per record what would change (the plan) or why it is refused (an
-error sentence). ``apply(m, preview)`` then applies the records the preview accepted, each in a
+``preview(ctx, op, ids, actor, rationale, clearance=None, **params)`` plans ``op`` for every
+id with curation's planners (the same ones ``operations.preview_within`` and the operations run),
+in one read transaction, and says per record what would change (the plan) or why it is refused
+(an error sentence). ``apply(ctx, preview)`` then applies the records the preview accepted, each in a
 write transaction of its own that appends that record's one audit entry.
 
 Failure semantics, stated in every preview (``FAILURE_POLICY``): records are independent. A
@@ -18,15 +18,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from membrane_engine.context import EngineContext
 from membrane_engine.curation import operations as curation
 from membrane_engine.errors import MembraneError, NotFoundError, ValidationError
 from membrane_engine.model.records import check_ids
 from membrane_engine.rules.trust import TrustContext, as_trust
-
-if TYPE_CHECKING:  # pragma: no cover
-    from membrane_engine.membrane import Membrane
 
 # The operations that can be applied to many records, each with the parameters it takes (beside
 # the record, the actor and the rationale).
@@ -152,7 +150,7 @@ def _check_arguments(planner: Any, view: Any, now: datetime, op: str, actor: str
         return
 
 
-def preview(m: "Membrane", op: str, ids: Any, actor: str, rationale: str,
+def preview(ctx: EngineContext, op: str, ids: Any, actor: str, rationale: str,
             clearance: TrustContext | None = None, **params: Any) -> BulkPreview:
     """What ``op`` would do to each of ``ids`` (de-duplicated, at most MAX_BULK), read in one
     transaction: per record the plan, or the engine's sentence saying why it is refused.
@@ -169,11 +167,11 @@ def preview(m: "Membrane", op: str, ids: Any, actor: str, rationale: str,
     clearance = as_trust(clearance, "clearance") if clearance is not None else None
     planner = curation._planner(op)
     items: list[BulkItem] = []
-    with m.store.read() as conn:
-        now = m.now()
-        view = curation._View(m.store, conn, False)
+    with ctx.store.read() as conn:
+        now = ctx.now()
+        view = curation._View(ctx.store, conn, False)
         _check_arguments(planner, view, now, op, actor, rationale, params)
-        rows = m.store.fetch(conn, ids)
+        rows = ctx.store.fetch(conn, ids)
         for rid in ids:
             row = rows.get(rid)
             try:
@@ -187,12 +185,12 @@ def preview(m: "Membrane", op: str, ids: Any, actor: str, rationale: str,
     return BulkPreview(op, actor, rationale, params, now, tuple(items), clearance)
 
 
-def _apply_one(m: "Membrane", p: BulkPreview, item: BulkItem) -> curation.CurationPlan:
+def _apply_one(ctx: EngineContext, p: BulkPreview, item: BulkItem) -> curation.CurationPlan:
     args, kwargs = _call(p.op, item.record_id, p.actor, p.rationale, p.params)
     planner = curation._planner(p.op)
-    with m.store.write(prefetch=curation._named_record(p.op, args)) as conn:
-        now = m.now()
-        view = curation._View(m.store, conn, True, None)
+    with ctx.store.write(prefetch=curation._named_record(p.op, args)) as conn:
+        now = ctx.now()
+        view = curation._View(ctx.store, conn, True, None)
         row = view.rows([item.record_id]).get(item.record_id)  # read and locked before anything is decided
         _gate(row.doc if row is not None else None, item.record_id, p.clearance)
         if row.audit_head != item.token:
@@ -200,12 +198,12 @@ def _apply_one(m: "Membrane", p: BulkPreview, item: BulkItem) -> curation.Curati
                                   "it was left as it is (preview again to include it)",
                                   [("id", "changed since the preview")])
         plan = planner(view, now, *args, **kwargs)
-        written = curation.execute(m.store, conn, plan, view, last=True)
-    m.columns.written(written)
+        written = curation.execute(ctx.store, conn, plan, view, last=True)
+    ctx.columns.written(written)
     return plan
 
 
-def apply(m: "Membrane", p: BulkPreview) -> BulkResult:
+def apply(ctx: EngineContext, p: BulkPreview) -> BulkResult:
     """Apply the records ``p`` accepted, one transaction (and one audit entry) per record, in the
     preview's order; see the module's failure semantics. Records the preview refused are
     reported as not applied, with the preview's sentence."""
@@ -217,7 +215,7 @@ def apply(m: "Membrane", p: BulkPreview) -> BulkResult:
             outcomes.append(BulkOutcome(item.record_id, False, None, f"refused in the preview: {item.error}"))
             continue
         try:
-            plan = _apply_one(m, p, item)
+            plan = _apply_one(ctx, p, item)
         except NotFoundError as exc:
             outcomes.append(BulkOutcome(item.record_id, False, None, f"{_message(exc)} (deleted, or no longer "
                                                                       "within your clearance, since the preview)"))

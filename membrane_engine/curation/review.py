@@ -19,10 +19,11 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from membrane_engine.context import EngineContext
 from membrane_engine.curation.operations import AUTO_PRUNE_CODE
 from membrane_engine.errors import ValidationError
 from membrane_engine.retrieval.labels import labels
@@ -32,9 +33,6 @@ from membrane_engine.model.records import UTC, MemoryRecord, MemoryType, check_i
 from membrane_engine.storage.record_queries import archived_labels
 from membrane_engine.storage.contests import contested_docs, contested_labels, newest_contests, revise_entries
 from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, redact, verdict_as_read, verdicts
-
-if TYPE_CHECKING:  # pragma: no cover
-    from membrane_engine.membrane import Membrane
 
 DEFAULT_HORIZON = timedelta(days=7)
 MAX_HORIZON = timedelta(days=3650)
@@ -138,7 +136,7 @@ def _contest_ref(details: str | None, rationale: str) -> str | None:
     return "" if (rationale or "").startswith("contested: ") else None
 
 
-def _contested(m: "Membrane", clearance: TrustContext, limit: int
+def _contested(m: EngineContext, clearance: TrustContext, limit: int
                ) -> tuple[list[ContestedItem], int, int]:
     """The contested records are found, counted and gated on the partial index's labels, then
     ordered (newest contest first) by their newest contest entry's time; only the ``limit``
@@ -226,7 +224,7 @@ def _contested(m: "Membrane", clearance: TrustContext, limit: int
     return items, len(seen), withheld
 
 
-def _pruning(m: "Membrane", clearance: TrustContext, when: datetime, horizon: timedelta, limit: int
+def _pruning(m: EngineContext, clearance: TrustContext, when: datetime, horizon: timedelta, limit: int
              ) -> tuple[list[PruneItem], int, int]:
     snap = m.columns.current()
     t0 = to_epoch(when)
@@ -295,13 +293,13 @@ def _type_name(snap: Any, row: int) -> str:
     return TYPE_NAMES[int(snap.type_code[row])]
 
 
-def review_queue(m: "Membrane", clearance: TrustContext, as_of: datetime | None = None,
-                 horizon: timedelta = DEFAULT_HORIZON, limit: int = 200) -> ReviewQueue:
+def review_queue(m: EngineContext, clearance: TrustContext, as_of: datetime | None = None,
+                 horizon: timedelta | None = DEFAULT_HORIZON, limit: int = 200) -> ReviewQueue:
     """The contested records and the records about to be pruned (within ``horizon`` of
-    ``as_of``, default now) as ``clearance`` may see them; at most ``limit`` of each listed, all
-    counted."""
+    ``as_of``, default now; None: DEFAULT_HORIZON) as ``clearance`` may see them; at most
+    ``limit`` of each listed, all counted."""
     clearance = as_trust(clearance, "clearance")
-    horizon, limit = _check(horizon, limit)
+    horizon, limit = _check(DEFAULT_HORIZON if horizon is None else horizon, limit)
     when = check_instant(as_of) if as_of is not None else m.now()
     contested, c_total, c_withheld = _contested(m, clearance, limit)
     pruning, p_total, p_withheld = _pruning(m, clearance, when, horizon, limit)

@@ -21,14 +21,17 @@ import os
 from dataclasses import dataclass, replace
 from datetime import datetime
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import func, or_, select
 
 from membrane_engine.audit import row_seal
+from membrane_engine.audit import reads as audit_reads
 from membrane_engine.audit.trail import filter_conditions, row_to_audit
 from membrane_engine.rules.chain import MAX_QUERY_LIMIT, AuditRow
+from membrane_engine.context import EngineContext
 from membrane_engine.errors import NotFoundError, ValidationError
+from membrane_engine.retrieval import reads as retrieval_reads
 from membrane_engine.retrieval.layered import MAX_LIMIT, Explanation, RetrieveRequest, Simulation
 from membrane_engine.model.records import (
     MAX_ACTOR_LENGTH,
@@ -59,9 +62,6 @@ from membrane_engine.rules.trust import (
     narrowest,
     stricter,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from membrane_engine.membrane import Membrane
 
 ACCESS_LOG_LEVEL_ENV = "MEMBRANE_ACCESS_LOG_LEVEL"
 DEFAULT_ACCESS_LOG_LEVEL = Sensitivity.HIGH
@@ -100,14 +100,14 @@ def shown(record: MemoryRecord, clearance: TrustContext) -> MemoryRecord | None:
 # --------------------------------------------------------------------------- one record
 
 
-def view(membrane: "Membrane", record_id: str, clearance: TrustContext, as_of: datetime | None = None,
+def view(membrane: EngineContext, record_id: str, clearance: TrustContext, as_of: datetime | None = None,
          actor: str | None = None) -> MemoryRecord:
     """The record (with its audit log) as ``clearance`` sees it: whole, or redacted; a record it
     does not see is NotFoundError, as if absent. With ``actor``, opening one in full at or above
     ``access_log_level()`` is logged as that actor's access."""
     clearance = as_trust(clearance, "clearance")
     actor = _check_actor(actor) if actor is not None else None  # refused even when nothing is logged
-    record = membrane.get(record_id, as_of=as_of)
+    record = audit_reads.get(membrane, record_id, as_of=as_of)
     out = shown(record, clearance)
     if out is None:
         raise NotFoundError(record_id)
@@ -116,7 +116,7 @@ def view(membrane: "Membrane", record_id: str, clearance: TrustContext, as_of: d
     return out
 
 
-def scopes_seen(membrane: "Membrane", clearance: TrustContext) -> list[str]:
+def scopes_seen(membrane: EngineContext, clearance: TrustContext) -> list[str]:
     """``Membrane.scopes`` for an operator: the scopes of the live records ``clearance`` sees (a
     scope only records beyond it carry is not named)."""
     import numpy as np
@@ -129,7 +129,7 @@ def scopes_seen(membrane: "Membrane", clearance: TrustContext) -> list[str]:
     return sorted(snap.scope_names[i] for i in np.unique(snap.scope_code[seen]) if snap.scope_names[i])
 
 
-def archived_ids(membrane: "Membrane", clearance: TrustContext) -> list[str]:
+def archived_ids(membrane: EngineContext, clearance: TrustContext) -> list[str]:
     """``Membrane.archived_ids`` for an operator: archived records ``clearance`` would see in full
     (on the labels each had when it was archived), newest first."""
     clearance = as_trust(clearance, "clearance")
@@ -142,7 +142,8 @@ def archived_ids(membrane: "Membrane", clearance: TrustContext) -> list[str]:
 # --------------------------------------------------------------------------- simulations
 
 
-def simulate(membrane: "Membrane", request: RetrieveRequest, clearance: TrustContext, counts: bool = True) -> Simulation:
+def simulate(membrane: EngineContext, request: RetrieveRequest, clearance: TrustContext,
+             counts: bool = True) -> Simulation:
     """The simulation of ``request`` as an operator with ``clearance`` may see it: the counts,
     the number of records matching and the selector's decision are the requested context's;
     the records (and the selector's candidates) are shown through ``narrowest(context,
@@ -155,11 +156,13 @@ def simulate(membrane: "Membrane", request: RetrieveRequest, clearance: TrustCon
         request = request.model_copy(update={"as_of": membrane.now()})
     # Counts are over the records the clearance sees (SPEC 10, "One door"): what lies beyond it
     # is the one total ``withheld``, never broken down by type or verdict.
-    asked = membrane._run(request, counts, MAX_LIMIT, within=None if sees_everything(clearance) else clearance)
+    asked = retrieval_reads.run(membrane, request, counts, MAX_LIMIT,
+                                within=None if sees_everything(clearance) else clearance)
     trust = as_trust(request.trust)
     if covers(clearance, trust):
         return asked
-    narrowed = membrane.simulate(request.model_copy(update={"trust": narrowest(trust, clearance)}), counts=False)
+    narrowed = retrieval_reads.simulate(membrane, request.model_copy(update={"trust": narrowest(trust, clearance)}),
+                                        counts=False)
     selection = asked.response.selection
     if selection is not None:
         # The decision (confidence, needs_more) is the requested context's: a number, not content.
@@ -183,16 +186,16 @@ def simulate(membrane: "Membrane", request: RetrieveRequest, clearance: TrustCon
                       withheld=asked.total_matching - narrowed.total_matching, revised=asked.revised)
 
 
-def explain(membrane: "Membrane", record_id: str, trust: TrustContext, clearance: TrustContext,
+def explain(membrane: EngineContext, record_id: str, trust: TrustContext, clearance: TrustContext,
             as_of: datetime | None = None, min_salience: float = 0.0) -> Explanation:
     """``Membrane.explain`` for an operator: a record their clearance does not see is
     NotFoundError (absent); otherwise the context's reasons, the verdict shown is the stricter of
     the context's and the clearance's, and a reason says when the clearance made it so."""
     clearance = as_trust(clearance, "clearance")
-    mine = membrane.explain(record_id, clearance)
+    mine = retrieval_reads.explain(membrane, record_id, clearance)
     if mine.verdict is Verdict.HIDDEN:
         raise NotFoundError(record_id)
-    theirs = membrane.explain(record_id, trust, as_of=as_of, min_salience=min_salience)
+    theirs = retrieval_reads.explain(membrane, record_id, trust, as_of=as_of, min_salience=min_salience)
     verdict = stricter(theirs.verdict, mine.verdict)
     if verdict is theirs.verdict:
         return theirs
@@ -239,7 +242,7 @@ def masked(row: AuditRow) -> AuditRow:
     return AuditRow(row.seq, row.record_id, row.position, entry, None)
 
 
-def audit_query(membrane: "Membrane", clearance: TrustContext, actor: str | None = None, action: str | None = None,
+def audit_query(membrane: EngineContext, clearance: TrustContext, actor: str | None = None, action: str | None = None,
                 record_id: str | None = None, since: datetime | None = None, until: datetime | None = None,
                 limit: int = 1000, offset: int = 0) -> tuple[int, list[AuditRow]]:
     """``Membrane.audit_query`` through a clearance: entries of records it does not see are
@@ -247,8 +250,8 @@ def audit_query(membrane: "Membrane", clearance: TrustContext, actor: str | None
     clearance = as_trust(clearance, "clearance")
     limit, offset = check_whole(limit, "limit", 0, MAX_QUERY_LIMIT), check_whole(offset, "offset", 0, MAX_OFFSET)
     if sees_everything(clearance):
-        return membrane.audit_query(actor=actor, action=action, record_id=record_id, since=since, until=until,
-                                    limit=limit, offset=offset)
+        return audit_reads.query(membrane, actor=actor, action=action, record_id=record_id, since=since, until=until,
+                                 limit=limit, offset=offset)
     with membrane.store.read() as conn:
         # Who wrote an entry is withheld on a record seen redacted, so filtering by actor may only
         # match entries of records the clearance sees in full (else the match itself would tell).
@@ -262,7 +265,7 @@ def audit_query(membrane: "Membrane", clearance: TrustContext, actor: str | None
     return int(total), [r if r.record_id in full else masked(r) for r in rows]
 
 
-def audit_action_counts(membrane: "Membrane", clearance: TrustContext, until: datetime) -> dict[str, int]:
+def audit_action_counts(membrane: EngineContext, clearance: TrustContext, until: datetime) -> dict[str, int]:
     """Audit entries by action written at or before ``until`` on the records ``clearance`` sees
     (what an operator's metrics count, SPEC 10)."""
     clearance = as_trust(clearance, "clearance")
@@ -280,16 +283,16 @@ def audit_conditions(conn, clearance: TrustContext, full_only: bool = False) -> 
     return [] if sees_everything(clearance) else [_audit_visibility(conn, clearance, full_only)]
 
 
-def audit_rows(membrane: "Membrane", record_id: str, clearance: TrustContext) -> list[AuditRow]:
+def audit_rows(membrane: EngineContext, record_id: str, clearance: TrustContext) -> list[AuditRow]:
     """One record's chain through a clearance (empty for a record it does not see)."""
     clearance = as_trust(clearance, "clearance")
     if sees_everything(clearance):
-        return membrane.audit_rows(record_id)
+        return audit_reads.audit_rows(membrane, record_id)
     total, rows = audit_query(membrane, clearance, record_id=check_id(record_id), limit=100_000)
     return sorted(rows, key=lambda r: r.position)
 
 
-def audit_actors(membrane: "Membrane", clearance: TrustContext, limit: int = 500) -> list[str]:
+def audit_actors(membrane: EngineContext, clearance: TrustContext, limit: int = 500) -> list[str]:
     """Actors of the entries of records ``clearance`` sees in full, most frequent first (an
     actor is part of the audit log a redacted view withholds)."""
     clearance = as_trust(clearance, "clearance")
@@ -305,21 +308,21 @@ def audit_actors(membrane: "Membrane", clearance: TrustContext, limit: int = 500
 # --------------------------------------------------------------------------- a record's past
 
 
-def _seen_in_full(membrane: "Membrane", record_id: str, clearance: TrustContext) -> bool:
+def _seen_in_full(membrane: EngineContext, record_id: str, clearance: TrustContext) -> bool:
     """Does ``clearance`` see the live record in full now? NotFoundError when it does not see
     it at all (as if absent)."""
-    record = membrane.get(record_id)
+    record = audit_reads.get(membrane, record_id)
     verdict = verdict_of(record.sensitivity, record.scope, clearance)
     if verdict is Verdict.HIDDEN:
         raise NotFoundError(record_id)
     return verdict is Verdict.FULL
 
 
-def _label_times(membrane: "Membrane", record_id: str) -> tuple[list[Any], list[tuple[float, tuple[str, str]]]]:
+def _label_times(membrane: EngineContext, record_id: str) -> tuple[list[Any], list[tuple[float, tuple[str, str]]]]:
     """The record's versions and the labels (sensitivity, scope) it had from each instant on,
     oldest first: the first item is its labels from its creation."""
-    record = membrane.get(record_id)
-    versions = membrane.history(record_id)
+    record = audit_reads.get(membrane, record_id)
+    versions = audit_reads.versions(membrane, record_id)
     labels = (record.sensitivity.value, record.scope)
     after: list[tuple[str, str]] = []
     for v in reversed(versions):  # undo from today's labels
@@ -331,7 +334,7 @@ def _label_times(membrane: "Membrane", record_id: str) -> tuple[list[Any], list[
     return versions, times
 
 
-def history(membrane: "Membrane", record_id: str, clearance: TrustContext) -> list[Any]:
+def history(membrane: EngineContext, record_id: str, clearance: TrustContext) -> list[Any]:
     """``Membrane.history`` through a clearance: nothing for a record it does not see in full
     (NotFoundError when it does not see it at all); a version whose labels before or after
     were beyond the clearance is ``withheld``: its time and action stay, who, why and the
@@ -347,14 +350,14 @@ def history(membrane: "Membrane", record_id: str, clearance: TrustContext) -> li
     return out
 
 
-def record_at(membrane: "Membrane", record_id: str, when: datetime, clearance: TrustContext) -> MemoryRecord | None:
+def record_at(membrane: EngineContext, record_id: str, when: datetime, clearance: TrustContext) -> MemoryRecord | None:
     """``Membrane.record_at`` through a clearance: the record as it was, shown as its labels
     *then* let the clearance see it (whole, redacted, or None), its audit log up to then with
     withheld versions masked. None for a record the clearance does not see in full now."""
     clearance = as_trust(clearance, "clearance")
     if not _seen_in_full(membrane, record_id, clearance):
         return None
-    past = membrane.record_at(record_id, when)
+    past = audit_reads.record_at(membrane, record_id, when)
     if past is None:
         return None
     out = shown(past, clearance)
@@ -367,7 +370,7 @@ def record_at(membrane: "Membrane", record_id: str, when: datetime, clearance: T
     return out
 
 
-def past_curve(membrane: "Membrane", record_id: str, clearance: TrustContext
+def past_curve(membrane: EngineContext, record_id: str, clearance: TrustContext
                ) -> Callable[[list[datetime]], list[float | None]]:
     """The record's true past salience as ``clearance`` may see it, as a function of instants
     (the record and its trail read once): None at every instant for a record it does not see in
@@ -380,7 +383,7 @@ def past_curve(membrane: "Membrane", record_id: str, clearance: TrustContext
     clearance = as_trust(clearance, "clearance")
     if not _seen_in_full(membrane, record_id, clearance):
         return lambda times: [None] * len(times)
-    record, anchor, rows = membrane._with_trail(record_id)
+    record, anchor, rows = audit_reads.with_trail(membrane, record_id)
     _, spans = _label_times(membrane, record_id)
     starts = [t for t, _ in spans]
     seen = [verdict_of(*labels, clearance) is Verdict.FULL for _, labels in spans]
@@ -397,15 +400,15 @@ def past_curve(membrane: "Membrane", record_id: str, clearance: TrustContext
     return curve
 
 
-def salience_history(membrane: "Membrane", record_id: str, times: list[datetime], clearance: TrustContext
+def salience_history(membrane: EngineContext, record_id: str, times: list[datetime], clearance: TrustContext
                      ) -> list[float | None]:
     """``Membrane.salience_history`` through a clearance (``past_curve``)."""
-    membrane.salience_history(record_id, [])  # the engine's checks of the id
+    audit_reads.salience_history(membrane, record_id, [])  # the engine's checks of the id
     times = [check_instant(t, "times") for t in times]
     return past_curve(membrane, record_id, clearance)(times)
 
 
-def time_below(membrane: "Membrane", record_id: str, threshold: float, start: datetime, end: datetime,
+def time_below(membrane: EngineContext, record_id: str, threshold: float, start: datetime, end: datetime,
                clearance: TrustContext) -> datetime | None:
     """When the record's true past (and future) salience first drops below ``threshold`` in
     [start, end], as ``clearance`` may see it (``history.first_below`` over ``past_curve``)."""
@@ -454,7 +457,7 @@ def _check_actor(actor: Any) -> str:
     return check_text(actor.strip(), "actor", 256)
 
 
-def log_accesses(membrane: "Membrane", actor: str, entries: list[tuple[str, str, str]], via: str) -> None:
+def log_accesses(membrane: EngineContext, actor: str, entries: list[tuple[str, str, str]], via: str) -> None:
     """Append one access entry per (record_id, sensitivity, scope) of ``entries``, all in one
     transaction (a page that shows many sensitive records logs them at once or not at all);
     ``via`` names the page or command that read them. Every entry is checked before any is
@@ -486,13 +489,20 @@ def log_accesses(membrane: "Membrane", actor: str, entries: list[tuple[str, str,
         row_seal.append_access(conn, [{**row, "actor": actor, "ts": ts, "via": via} for row in rows])
 
 
-def log_access(membrane: "Membrane", record_id: str, actor: str, sensitivity: str, scope: str = "",
+def log_access(membrane: EngineContext, record_id: str, actor: str, sensitivity: str, scope: str = "",
                via: str = "") -> None:
     """Append one access entry, in a transaction of its own (``log_accesses`` of one)."""
     log_accesses(membrane, actor, [(record_id, sensitivity, scope)], via)
 
 
-def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record_id: str | None = None,
+def log_record_access(membrane: EngineContext, record_id: str, actor: str) -> None:
+    """Record that ``actor`` opened the live record ``record_id`` in full, with the labels it has
+    now (``log_access``); NotFoundError for a record not in the store."""
+    record = audit_reads.get(membrane, record_id)
+    log_access(membrane, record.id, actor, record.sensitivity.value, record.scope)
+
+
+def accesses(membrane: EngineContext, clearance: TrustContext | None = None, record_id: str | None = None,
              actor: str | None = None, limit: int = 100, offset: int = 0) -> tuple[int, list[Access]]:
     """Access entries, newest first: (how many match, the page). With ``clearance``, only the
     entries of records it sees (by the labels the record had when it was opened)."""
@@ -510,5 +520,5 @@ def accesses(membrane: "Membrane", clearance: TrustContext | None = None, record
 
 
 __all__ = ["ACCESS_LOG_LEVEL_ENV", "Access", "WITHHELD", "access_log_level", "accesses", "archived_ids", "audit_actors",
-           "audit_query", "audit_rows", "explain", "history", "past_curve", "record_at", "salience_history", "time_below", "log_access", "log_accesses", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
+           "audit_query", "audit_rows", "explain", "history", "past_curve", "record_at", "salience_history", "time_below", "log_access", "log_accesses", "log_record_access", "masked", "scopes_seen", "sees_everything", "shown", "simulate",
            "view"]

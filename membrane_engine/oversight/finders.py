@@ -12,13 +12,13 @@ import math
 import numbers
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import Integer, cast, func, select
 
 from membrane_engine.audit.activity import action_counts, activity_of
 from membrane_engine.audit.trail import filter_conditions
+from membrane_engine.context import EngineContext
 from membrane_engine.storage.columns import TYPE_CODES
 from membrane_engine.errors import ValidationError
 from membrane_engine.model.records import (
@@ -35,9 +35,6 @@ from membrane_engine.rules.trust import as_trust
 from membrane_engine.storage import audit_stats
 from membrane_engine.storage.record_queries import found_records
 from membrane_engine.storage.store import audit_entries
-
-if TYPE_CHECKING:  # pragma: no cover
-    from membrane_engine.membrane import Membrane
 
 
 MAX_PICK = 100_000  # ids, actors or briefs one lookup returns
@@ -63,7 +60,7 @@ class Found:
     tags: tuple[str, ...]
 
 
-def search_records(membrane: "Membrane", text: str, limit: int = 200, clearance=None, full_only: bool = False
+def search_records(membrane: EngineContext, text: str, limit: int = 200, clearance=None, full_only: bool = False
                    ) -> list[Found]:
     """Live records whose id or one of whose tags contains ``text`` (case-insensitive for
     ASCII), or whose label does (``labels.label``, what a picker names it by: only records seen
@@ -84,7 +81,7 @@ def search_records(membrane: "Membrane", text: str, limit: int = 200, clearance=
     return out
 
 
-def filter_ids(membrane: "Membrane", types: list[str] | None = None, scopes: list[str] | None = None,
+def filter_ids(membrane: EngineContext, types: list[str] | None = None, scopes: list[str] | None = None,
                sensitivities: list[str] | None = None) -> list[str]:
     """Ids of live records matching every given filter (an empty filter matches everything).
     ``scopes`` compares exact strings; "" selects unscoped records."""
@@ -107,23 +104,23 @@ def filter_ids(membrane: "Membrane", types: list[str] | None = None, scopes: lis
 # --------------------------------------------------------------------------- audit
 
 
-def audit_actors(membrane: "Membrane", limit: int = 500) -> list[str]:
+def audit_actors(membrane: EngineContext, limit: int = 500) -> list[str]:
     """Distinct actors in the audit log, most frequent first (at most ``limit``)."""
     return audit_stats.actor_counts(membrane.store, check_whole(limit, "limit", 0, MAX_PICK))
 
 
-def audit_span(membrane: "Membrane") -> tuple[float, float] | None:
+def audit_span(membrane: EngineContext) -> tuple[float, float] | None:
     """(oldest, newest) entry time in epoch seconds, or None for an empty log."""
     return audit_stats.span(membrane.store)
 
 
-def audit_newest(membrane: "Membrane") -> int:
+def audit_newest(membrane: EngineContext) -> int:
     """The newest audit entry's sequence number (0 for an empty log). Entries are append-only,
     so a count or chart of the log is current while this is unchanged."""
     return audit_stats.newest_seq(membrane.store)
 
 
-def audit_activity(membrane: "Membrane", bucket_seconds: float = 86400.0, actor: str | None = None,
+def audit_activity(membrane: EngineContext, bucket_seconds: float = 86400.0, actor: str | None = None,
                    action: str | None = None, record_id: str | None = None, since: datetime | None = None,
                    until: datetime | None = None, clearance=None) -> list[tuple[float, str, int]]:
     """Entry counts per time bucket and action, filtered like ``audit_query`` (``action`` is a
@@ -169,7 +166,7 @@ class Brief:
     deletion_policy: str
 
 
-def briefs(membrane: "Membrane", record_ids: list[str]) -> dict[str, Brief]:
+def briefs(membrane: EngineContext, record_ids: list[str]) -> dict[str, Brief]:
     """Scalar facts of the live records among ``record_ids`` (absent ids are left out)."""
     from membrane_engine.storage.columns import POLICY_CODES, TYPE_NAMES
     from membrane_engine.model.records import Sensitivity
@@ -192,7 +189,7 @@ def briefs(membrane: "Membrane", record_ids: list[str]) -> dict[str, Brief]:
 SAMPLE_ACTOR = "membrane-console:sample"  # the actor of the bundled sample's import (membrane.py)
 
 
-def sample_loaded_at(membrane: "Membrane") -> float | None:
+def sample_loaded_at(membrane: EngineContext) -> float | None:
     """When the bundled sample store was loaded into this store (epoch seconds), or None when
     it was not: its import is the only one written by ``SAMPLE_ACTOR`` (one look into the actor
     index)."""
@@ -209,7 +206,7 @@ class HiddenPage:
     records: list[Brief]
 
 
-def hidden_records(membrane: "Membrane", trust, clearance, memory_types: list[str] | None = None,
+def hidden_records(membrane: EngineContext, trust, clearance, memory_types: list[str] | None = None,
                    offset: int = 0, limit: int = 25) -> HiddenPage:
     """Live records of ``memory_types`` (all when empty) that ``trust`` does not see at all,
     decided by the trust rule over the column cache (``trust.verdicts``, vectorized). Only those

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from membrane_engine.audit import reads as audit_reads
 from membrane_engine.storage.columns import TYPE_CODES, TYPE_NAMES
 from membrane_engine.errors import NilTrustError, ValidationError
 from membrane_engine.model.records import MAX_OFFSET, MemoryRecord, MemoryType, check_whole
@@ -147,7 +148,7 @@ def record_view(membrane: Any, record_id: str, trust_a: TrustContext | None,
     shown is judged on the labels read with its content (SPEC 4), so a reclassify committed
     since never shows it in full under labels it no longer has. NotFoundError when it is gone."""
     trust_a, trust_b = as_trust(trust_a, "trust_a"), as_trust(trust_b, "trust_b")
-    record = membrane.get(record_id)
+    record = audit_reads.get(membrane, record_id)
     views = [view for view in (gate_as_read(record, trust_a), gate_as_read(record, trust_b)) if view is not None]
     if not views:
         return None
