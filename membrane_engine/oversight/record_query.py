@@ -169,11 +169,11 @@ def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit
     if not total or not limit:
         return total, []
     if sort == "salience":
-        page = _page(-s, snap.ids[rows], offset, limit)
+        page = page_positions(-s, snap.ids[rows], offset, limit)
     elif sort == "newest":
-        page = _page(-snap.created_at[rows], snap.ids[rows], offset, limit)
+        page = page_positions(-snap.created_at[rows], snap.ids[rows], offset, limit)
     elif sort == "oldest":
-        page = _page(snap.created_at[rows], snap.ids[rows], offset, limit)
+        page = page_positions(snap.created_at[rows], snap.ids[rows], offset, limit)
     else:
         ids = snap.ids[rows].astype(str)
         page = np.argsort(ids, kind="stable")[offset:offset + limit]
@@ -199,7 +199,7 @@ def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit
     return total, out
 
 
-def _page(keys: np.ndarray, ids: np.ndarray, offset: int, limit: int) -> np.ndarray:
+def page_positions(keys: np.ndarray, ids: np.ndarray, offset: int, limit: int) -> np.ndarray:
     """Positions of the page ``[offset, offset + limit)`` in the order of ``keys`` (ascending,
     NaN last), ties by id. Only the rows that can be on or before the page are sorted: those at
     or below the page's last key (``np.partition``), all of its ties included, which at a

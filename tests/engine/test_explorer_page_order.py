@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from membrane_engine.oversight.record_query import _page
+from membrane_engine.oversight.record_query import page_positions
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -19,4 +19,4 @@ def test_page_equals_the_slice_of_the_full_sort(n, distinct, nans, offset, limit
     keys[rng.choice(n, min(nans, n), replace=False)] = np.nan
     ids = np.array([f"r{rng.integers(0, 10**9):09d}-{i}" for i in range(n)], dtype=object)
     full = np.lexsort((ids.astype(str), keys))[offset:offset + limit]
-    assert _page(keys, ids, offset, limit).tolist() == full.tolist()
+    assert page_positions(keys, ids, offset, limit).tolist() == full.tolist()
