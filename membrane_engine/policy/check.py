@@ -9,13 +9,11 @@ checks never audit). The file format is membrane_engine.rules.policy_file (re-ex
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import or_, select
 
 from membrane_engine.storage.columns import TYPE_CODES, TYPE_NAMES, Snapshot
 from membrane_engine.rules.policy_file import (
@@ -30,7 +28,7 @@ from membrane_engine.rules.policy_file import (
 )
 from membrane_engine.retrieval.layered import _explanation
 from membrane_engine.model.records import as_utc, check_instant, check_whole
-from membrane_engine.storage.store import like_contains, records, tag_json
+from membrane_engine.storage import record_tags
 from membrane_engine.rules.trust import VERDICT_CODES, TrustContext, verdicts
 from membrane_engine.rules.trust import SENSITIVITY_NAMES, VERDICT_NAMES
 from membrane_engine.rules.trust import verdict_counts as _counts  # verdict -> records, the same tally what-if shows
@@ -115,22 +113,7 @@ class Evaluator:
         one scan however many tags it names."""
         if tag not in self._tags:
             wanted = sorted(set(self.wanted_tags) | {tag})
-            needles = {t: tag_json(t) for t in wanted}
-            q = select(records.c.id, records.c.tags).where(
-                or_(*[records.c.tags.like(like_contains(n), escape="\\") for n in needles.values()]))
-            row_of = self.snap.row_of
-            found: dict[str, list[int]] = {t: [] for t in wanted}
-            with self.m.store.read() as conn:
-                for rid, raw in conn.execute(q):
-                    i = row_of.get(rid)
-                    if i is None:
-                        continue
-                    # '"tag"' inside a JSON array of strings is a whole element unless an escaped
-                    # quote is involved: only then decode the array to be sure.
-                    exact = json.loads(raw) if "\\" in raw else None
-                    for t, needle in needles.items():
-                        if needle in raw and (exact is None or t in exact):
-                            found[t].append(i)
+            found = record_tags.rows_with_tags(self.m.store, wanted, self.snap.row_of)
             for t in wanted:
                 self._tags[t] = np.array(found[t], dtype=np.int64)
         return self._tags[tag]
@@ -174,11 +157,7 @@ class Evaluator:
         return out
 
     def tags_of(self, ids: list[str]) -> dict[str, tuple[str, ...]]:
-        if not ids:
-            return {}
-        with self.m.store.read() as conn:
-            rows = conn.execute(select(records.c.id, records.c.tags).where(records.c.id.in_(ids))).all()
-        return {rid: tuple(json.loads(raw or "[]")) for rid, raw in rows}
+        return record_tags.tags_of(self.m.store, ids)
 
 
 def _offenders(ev: Evaluator, trust: TrustContext, bad: np.ndarray, codes_all: np.ndarray,
