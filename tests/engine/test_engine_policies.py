@@ -276,8 +276,8 @@ def test_sample_policy_holds_on_the_sample_store(sample_membrane: Membrane) -> N
     assert list(itertools.chain(*[o.shown for o in report.outcomes])) == []
 
 
-def test_the_readme_example_is_a_valid_policy_file() -> None:
-    readme = Path(__file__).resolve().parents[2].joinpath("README.md").read_text()
-    block = readme.split("## Trust policies as code", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
-    pol = parse_policy(block, "README.md")
+def test_the_documented_example_is_a_valid_policy_file() -> None:
+    doc = Path(__file__).resolve().parents[2].joinpath("docs", "policies.md").read_text()
+    block = doc.split("## The format", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    pol = parse_policy(block, "docs/policies.md")
     assert list(pol.profiles) == ["support-bot"] and len(pol.assertions) == 4
