@@ -7,7 +7,8 @@ kept only as their sha256: a copy of the store does not let anyone sign in.
 
 Operator and token rows carry a MAC and the log is a chain under the store's audit key
 (row_seal.py): a row written outside the engine signs no one in, and a process without the key
-cannot change a keyed store's operators.
+cannot change a keyed store's operators. Browser sessions started and ended are entries of the
+log too (rules/sessions.py), so a session row deleted outside the engine is named as well.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from membrane_engine.audit import row_seal
 from membrane_engine.errors import AlreadyExistsError, MembraneError, NotFoundError, ValidationError
 from membrane_engine.model.records import Sensitivity, format_time
+from membrane_engine.rules import sessions
 from membrane_engine.rules.roles import Operator, Role
 from membrane_engine.storage import accounts as rows
 from membrane_engine.storage.store import Store
@@ -37,7 +39,8 @@ MAX_PASSWORD = 1024
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2 ** 15, 8, 1
 _SCRYPT_MAXMEM = 64 * 1024 * 1024
 FIRST_RUN = "first_run"
-SESSION = "session"
+SESSION = sessions.SESSION
+EXPIRY_ACTOR = "membrane-engine:session-expiry"  # who ends the sessions a sweep finds expired
 GENESIS = "0" * 64
 
 
@@ -233,6 +236,26 @@ class Operators:
         if action in row_seal.ROW_WRITING:
             row_seal.seal_operator(conn, seal, name)  # its MAC covers this event: an older copy does not verify
 
+    def _log_session(self, conn, actor: str, action: str, name: str, details: dict[str, Any]) -> None:
+        """A session started or ended (rules/sessions.py). The log's first such entry also lists
+        the session rows the store holds from before sessions were logged, whose MAC holds: from
+        then on every session row is accounted for by the log."""
+        rows.lock_event_log(conn)  # before looking for that first entry: two writers cannot both add it
+        if not rows.has_event(conn, sessions.ACTIONS):
+            seal = row_seal.writing(conn)
+            details = sessions.with_adopted(details, [r for r in rows.token_rows(conn, SESSION)
+                                                      if row_seal.token_holds(r, seal)])
+        self._log(conn, actor, action, name, details)
+
+    def _log_ended(self, conn, actor: str, ended: list, why: str) -> None:
+        """One ``session_end`` per operator for the session rows among ``ended`` (deleted rows)."""
+        hashes: dict[str, list[str]] = {}
+        for r in ended:
+            if r.kind == SESSION:
+                hashes.setdefault(r.operator, []).append(r.token_hash)
+        for name, of_operator in sorted(hashes.items()):
+            self._log_session(conn, actor, sessions.END, name, sessions.end_details(of_operator, why))
+
     def add(self, name: str, role: Role | str, max_sensitivity: Sensitivity | str, scopes: Any = None,
             password: str | None = None, email: str | None = None, *, actor: str) -> Operator:
         _check_name(name)
@@ -280,7 +303,8 @@ class Operators:
                      for k, v in values.items()}
             self._log(conn, actor, "set", name, shown)
             if "role" in values or "max_sensitivity" in values or "scopes" in values:
-                self._end_sessions(conn, name)  # a changed role or clearance applies from the next sign-in
+                # A changed role or clearance applies from the next sign-in.
+                self._end_sessions(conn, actor, name, sessions.ACCESS_CHANGED)
         return self.get(name)
 
     def remove(self, name: str, *, actor: str) -> None:
@@ -288,7 +312,7 @@ class Operators:
             self._existing(conn, name)
             self._keep_an_admin(conn, name)
             rows.delete_operator(conn, name)
-            rows.delete_operator_tokens(conn, name)
+            self._log_ended(conn, actor, rows.delete_operator_tokens(conn, name), sessions.OPERATOR_REMOVED)
             self._log(conn, actor, "remove", name, {})
 
     def passwd(self, name: str, password: str, *, actor: str) -> None:
@@ -296,7 +320,7 @@ class Operators:
         with self.store.write() as conn:
             self._existing(conn, name)
             rows.update_operator(conn, name, {"password_hash": stored, "updated_at": self._clock()})
-            self._end_sessions(conn, name)
+            self._end_sessions(conn, actor, name, sessions.PASSWORD_CHANGED)
             # A first-run link exists to give an operator without a password a way in: once they
             # have one, an outstanding link would only be a second key lying around.
             rows.delete_operator_tokens(conn, name, FIRST_RUN)
@@ -316,17 +340,22 @@ class Operators:
     # tokens ---------------------------------------------------------------------------
 
     def issue_token(self, name: str, kind: str, ttl: float, *, actor: str | None = None) -> str:
-        """A new random token for ``name``; only its hash is stored. A first-run link is logged."""
+        """A new random token for ``name``; only its hash is stored. A first-run link is logged,
+        and so is a session (its actor by default the operator signing in), and the expired
+        sessions swept away meanwhile."""
         token = secrets.token_urlsafe(32)
         now = self._clock()
         with self.store.write() as conn:
             self._existing(conn, name)
             seal = row_seal.writing(conn)  # a keyed store's tokens only from a process with its key
-            rows.delete_expired_tokens(conn, now)
+            self._log_ended(conn, EXPIRY_ACTOR, rows.delete_expired_tokens(conn, now), sessions.EXPIRED)
             row = {"token_hash": token_hash(token), "kind": kind, "operator": name, "expires_at": now + ttl,
                    "used_at": None}
             rows.insert_token(conn, {**row, "mac": seal.make(row_seal.token_fields(row))})
-            if kind == FIRST_RUN:
+            if kind == SESSION:
+                self._log_session(conn, actor or f"operator:{name}", sessions.START, name,
+                                  sessions.start_details(row["token_hash"], row["expires_at"]))
+            elif kind == FIRST_RUN:
                 self._log(conn, actor or "membrane-console", "first_run_link", name, {"expires_in_s": int(ttl)})
         return token
 
@@ -370,10 +399,13 @@ class Operators:
                 return None
         return self._operator(op), row.expires_at
 
-    def end_session(self, token: str) -> None:
+    def end_session(self, token: str, *, actor: str | None = None) -> None:
+        """Sign out: the session's row is deleted and the log says so (its actor by default the
+        operator signing out). An unknown or already ended token changes nothing."""
         if isinstance(token, str) and token:
             with self.store.write() as conn:
-                rows.delete_token(conn, token_hash(token))
+                for row in rows.delete_token(conn, token_hash(token)):
+                    self._log_ended(conn, actor or f"operator:{row.operator}", [row], sessions.SIGNED_OUT)
 
     # helpers -----------------------------------------------------------------------------
 
@@ -405,7 +437,6 @@ class Operators:
         if rows.names_with_role(conn, Role.ADMIN.value) == [name]:
             raise ValidationError(f"{name!r} is the last admin; add another admin first", [("role", name)])
 
-    @staticmethod
-    def _end_sessions(conn, name: str) -> None:
-        rows.delete_operator_tokens(conn, name, SESSION)
+    def _end_sessions(self, conn, actor: str, name: str, why: str) -> None:
+        self._log_ended(conn, actor, rows.delete_operator_tokens(conn, name, SESSION), why)
 
