@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from collections.abc import Iterable
@@ -40,6 +41,7 @@ from sqlalchemy.engine import Connection
 from membrane_engine.audit import trail as audit
 from membrane_engine.rules.chain import GENESIS, STORE_SUBJECT, KeyState, canonical, digest, signing_key
 from membrane_engine.model.records import AuditAction
+from membrane_engine.rules import sessions
 from membrane_engine.storage.store import (
     access_log,
     audit_entries,
@@ -417,10 +419,16 @@ def problems(conn: Connection) -> list[tuple[str, str, str]]:
         if there and name not in names:
             out.append(("operators", f"row {name!r}", "deleted outside the engine (the operator log has no 'remove' "
                                                       "for it)"))
-    for row in conn.execute(select(operator_tokens).order_by(operator_tokens.c.token_hash)):
+    tokens = conn.execute(select(operator_tokens).order_by(operator_tokens.c.token_hash)).all()
+    forged = set()
+    for row in tokens:
         if seal.checkable(row.mac) and not token_holds(row, seal):
+            forged.add(row.token_hash)
             out.append(("operator_tokens", f"{row.kind} of {row.operator!r} (token hash {row.token_hash[:12]}...)",
                         "MAC does not match its content: minted or changed outside the engine"))
+    # Sessions deleted, put back or minted outside the engine, by the log's session entries.
+    out += [("operator_tokens", where, text)
+            for where, text in sessions.problems(events, tokens, time.time(), forged)]
     out += [("operator_events", where, text) for where, text in event_problems(conn, seal)]
     # Streamed: the access log is the one of these tables that grows with use.
     access = conn.execute(select(access_log).order_by(access_log.c.seq)

@@ -57,7 +57,8 @@ KINDS: dict[str, str] = {
     "orphan": "audit entries or a chain head belong to no record",
     "archive": "an archived record's copy of its audit log differs from the chain",
     "operators": "an operator, an operator log entry or a sign-in token was added, changed or deleted in the "
-                 "database, outside the engine: such a row signs no one in",
+                 "database, outside the engine: such a row signs no one in (a live session's row deleted signed "
+                 "its operator out)",
     "access": "the access log (who looked) was changed in the database: entries were edited, inserted or deleted",
 }
 
