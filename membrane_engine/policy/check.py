@@ -26,7 +26,7 @@ from membrane_engine.rules.policy_file import (
     load_policy,
     parse_policy,
 )
-from membrane_engine.retrieval.layered import _explanation
+from membrane_engine.retrieval.layered import explanation_of
 from membrane_engine.model.records import as_utc, check_instant, check_whole
 from membrane_engine.storage import record_tags
 from membrane_engine.rules.trust import VERDICT_CODES, TrustContext, verdicts
@@ -172,7 +172,7 @@ def _offenders(ev: Evaluator, trust: TrustContext, bad: np.ndarray, codes_all: n
     when = as_utc(as_of) if as_of is not None else None
     out = []
     for rid, rtype, sens, scope in labelled:
-        why = _explanation(ev.snap, rid, trust, when, 0.0)
+        why = explanation_of(ev.snap, rid, trust, when, 0.0)
         out.append(Offender(rid, rtype, sens, scope, tags.get(rid) if by_id[rid] > 0 else None,
                             VERDICT_NAMES[by_id[rid]], tuple(why.reasons)))
     return out

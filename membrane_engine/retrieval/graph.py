@@ -23,7 +23,7 @@ from pydantic import ValidationError as PydanticValidationError
 from membrane_engine.storage.columns import TYPE_CODES, ColumnCache, Snapshot
 from membrane_engine.errors import NilTrustError, ValidationError
 from membrane_engine.rules.ranking import Embedder, VectorIndex, cache_load
-from membrane_engine.retrieval.layered import MAX_LIMIT, RetrieveRequest, _materialize, run
+from membrane_engine.retrieval.layered import MAX_LIMIT, RetrieveRequest, materialize, run
 from membrane_engine.rules.salience import salience_rows
 from membrane_engine.model.records import EntityPayload, MemoryRecord, MemoryType, refused, to_epoch
 from membrane_engine.rules.selector import DEFAULT_THRESHOLD, SelectionResult
@@ -294,7 +294,7 @@ def _read(store: Store, snap: Snapshot, ids: list[str], t: float) -> dict[str, M
         return {}
     order = np.array(sorted(row for _, row in live), dtype=np.int64)
     s = dict(zip((str(x) for x in snap.ids[order]), salience_rows(snap.decay, order, t).tolist()))
-    return _materialize(store, [rid for rid, _ in live], s)
+    return materialize(store, [rid for rid, _ in live], s)
 
 
 def retrieve_graph(store: Store, cache: ColumnCache, req: RetrieveGraphRequest, terms: EntityTerms,

@@ -26,6 +26,7 @@ from membrane_engine.model.records import (
     SELECTOR_TYPES,
     MemoryRecord,
     MemoryType,
+    Sensitivity,
     as_utc,
     check_floor,
     check_id,
@@ -35,6 +36,7 @@ from membrane_engine.model.records import (
     refused,
     to_epoch,
 )
+from membrane_engine.rules.history import RESTORED_VERSION
 from membrane_engine.rules.ranking import Embedder, VectorIndex, query_vector
 from membrane_engine.rules.selector import (
     DEFAULT_THRESHOLD,
@@ -124,7 +126,6 @@ class Simulation:
     revised: dict[str, int] = field(default_factory=lambda: {"retracted": 0, "superseded": 0})
 
 
-RESTORED_VERSION_MARK = "restored the version of "  # history.RESTORED_VERSION (history imports this module's kin)
 SUPERSEDED_MARK = "superseded by "  # the superseded record's audit entry (curation.supersede)
 
 
@@ -145,7 +146,7 @@ def revision_flag(record: MemoryRecord) -> str | None:
             flag = flag or "retracted"  # a supersede writes no retract entry; keep what it said
         elif action == "revise" and entry.rationale.startswith(SUPERSEDED_MARK):
             flag = "superseded"
-        elif action == "revise" and entry.rationale.startswith(RESTORED_VERSION_MARK):
+        elif action == "revise" and entry.rationale.startswith(RESTORED_VERSION):
             flag = None
     return flag
 
@@ -202,7 +203,7 @@ def validate_request(req: RetrieveRequest) -> tuple[TrustContext, list[MemoryTyp
 SELECTED_MAX = 50
 
 
-def _materialize(store: Store, ids: list[str], saliences: dict[str, float]) -> dict[str, MemoryRecord]:
+def materialize(store: Store, ids: list[str], saliences: dict[str, float]) -> dict[str, MemoryRecord]:
     """Full records for ``ids`` with ``salience = S(as_of)`` and their audit logs."""
     texts, entries = store.peeking(lambda conn: store.records_with_logs(conn, ids))
     logs = entries_by_record(list(texts), entries)
@@ -227,7 +228,7 @@ def read_gated(store: Store, ids: list[str], saliences: dict[str, float], trust:
     it returns"): which ids to read may come from the column cache, what is handed out never
     does. Re-checking the records read costs one comparison each; nothing else is read."""
     out: dict[str, MemoryRecord] = {}
-    for rid, record in _materialize(store, ids, saliences).items():
+    for rid, record in materialize(store, ids, saliences).items():
         view = gate_as_read(record, trust)
         if view is not None:
             out[rid] = view
@@ -509,8 +510,6 @@ def decision_for(snap: Snapshot, i: int, trust: TrustContext) -> Decision:
 
 
 def _sensitivity_name(snap: Snapshot, i: int) -> str:
-    from membrane_engine.model.records import Sensitivity
-
     level = int(snap.sens_level[i])
     return list(Sensitivity)[level].value if 0 <= level < 5 else "unknown"
 
@@ -526,7 +525,7 @@ def retrieve_by_id(store: Store, cache: ColumnCache, record_id: str, trust: Trus
         i = _row_facts(snap, record_id)
         _allow(record_id, decision_for(snap, i, trust))
         s = float(salience_at(take(snap.decay, np.array([i])), when)[0])
-        return _materialize(store, [record_id], {record_id: s}).get(record_id)
+        return materialize(store, [record_id], {record_id: s}).get(record_id)
 
     record = cache.answer(read)
     if record is None:  # gone between the snapshot and the read
@@ -565,7 +564,7 @@ def explain(cache: ColumnCache, record_id: str, trust: TrustContext | None, as_o
     record_id = check_id(record_id)
     as_of = as_utc(check_instant(as_of)) if as_of is not None else None
     min_salience = check_floor(min_salience)
-    explanation = cache.answer(lambda snap: _explanation(snap, record_id, trust, as_of, min_salience))
+    explanation = cache.answer(lambda snap: explanation_of(snap, record_id, trust, as_of, min_salience))
     if explanation.verdict is Verdict.FULL:
         # Only a context that gets the content is told what it says of itself (a revision status,
         # an audit log): read from the record as it is returned.
@@ -577,8 +576,8 @@ def explain(cache: ColumnCache, record_id: str, trust: TrustContext | None, as_o
     return explanation
 
 
-def _explanation(snap: Snapshot, record_id: str, trust: TrustContext, as_of: datetime | None,
-                 min_salience: float) -> Explanation:
+def explanation_of(snap: Snapshot, record_id: str, trust: TrustContext, as_of: datetime | None,
+                   min_salience: float) -> Explanation:
     i = _row_facts(snap, record_id)
     decision = decision_for(snap, i, trust)
     reasons = [r.sentence for r in decision.reasons]

@@ -90,7 +90,7 @@ def test_an_answer_sees_a_write_committed_just_before_it(pair, monkeypatch):
     assert mine.explain("a", low).verdict.value == "full"
     other.import_records([rec("c", sensitivity="low")])
     other.reclassify("a", "op", "now secret", sensitivity="high")
-    runs = _counting(monkeypatch, retrieval, "_explanation")
+    runs = _counting(monkeypatch, retrieval, "explanation_of")
     # The snapshot in hand knows no "c": its NotFoundError must not be the answer.
     assert mine.explain("c", low).verdict.value == "full"
     if mine.store.probe is not None:
@@ -108,7 +108,7 @@ def test_an_answer_sees_a_write_committed_just_before_it(pair, monkeypatch):
 
 def test_nothing_new_is_answered_from_the_snapshot_in_one_run(pair, monkeypatch):
     mine, _ = pair
-    runs = _counting(monkeypatch, retrieval, "_explanation")
+    runs = _counting(monkeypatch, retrieval, "explanation_of")
     for _ in range(3):
         assert mine.explain("a", trust("low")).verdict.value == "full"
     assert len(runs) == 3
@@ -118,7 +118,7 @@ def test_by_id_goes_by_the_labels_of_the_record_it_read(pair, monkeypatch):
     """The record read may be newer than the snapshot whose decision let it through (a
     reclassify committed in between): what its own labels deny does not go out."""
     mine, _ = pair
-    original = retrieval._materialize
+    original = retrieval.materialize
 
     def read_after_a_reclassify(store, ids, saliences):
         out = original(store, ids, saliences)
@@ -126,7 +126,7 @@ def test_by_id_goes_by_the_labels_of_the_record_it_read(pair, monkeypatch):
             record.sensitivity = "hyper"
         return out
 
-    monkeypatch.setattr(retrieval, "_materialize", read_after_a_reclassify)
+    monkeypatch.setattr(retrieval, "materialize", read_after_a_reclassify)
     with pytest.raises(AccessDeniedError) as info:
         mine.retrieve_by_id("a", trust("low"))
     assert "hyper" not in str(info.value)  # SPEC 4: the refusal names none of the record's labels
