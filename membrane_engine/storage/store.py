@@ -265,7 +265,11 @@ operator_events = Table(
     Column("details", Text, nullable=False),
     Column("prev_hash", String(128), nullable=False),
     Column("hash", String(128), nullable=False),
+    # Every session check reads an operator's newest row-writing entry (row_seal.latest_row_event);
+    # the log grows with each sign-in (rules/sessions.py), so that read goes by index.
+    Index("ix_operator_events_operator", "operator", "action", "seq"),
 )
+operator_events_index = next(iter(operator_events.indexes))
 
 operator_tokens = Table(
     "operator_tokens",
@@ -883,6 +887,7 @@ class Store:
                 _add_success_rate(conn)
                 # Stores made before operators existed get their (empty) tables on open.
                 metadata.create_all(conn, tables=OPERATOR_TABLES)
+                operator_events_index.create(conn, checkfirst=True)  # stores made before sessions were logged
                 access_log.create(conn, checkfirst=True)  # stores made before "who looked"
                 _add_access_via(conn)
                 sealed_rows_added = _add_row_seals(conn)

@@ -194,3 +194,21 @@ def test_a_store_with_sessions_from_before_they_were_logged(m, keyed):
     problems = found(m)
     assert len(problems) == 1 and f"session {session_id(token_hash(old['ann']))} of 'ann'" in problems[0], problems
     assert "in the store when sessions began to be logged" in problems[0]
+
+
+def test_a_store_from_before_gets_the_operator_log_index(sqlite_url):
+    """The log grows with every sign-in; a session check reads it by operator through an index,
+    which a store made before it gets on open."""
+    from sqlalchemy import inspect, text
+
+    m = Membrane.open(sqlite_url, load_sample=False)
+    with m.store.write() as conn:
+        conn.execute(text("DROP INDEX ix_operator_events_operator"))
+    m.close()
+    m = Membrane.open(sqlite_url, load_sample=False)
+    try:
+        with m.store.read() as conn:
+            indexes = {ix["name"]: ix["column_names"] for ix in inspect(conn).get_indexes("operator_events")}
+        assert indexes["ix_operator_events_operator"] == ["operator", "action", "seq"]
+    finally:
+        m.close()
