@@ -36,7 +36,6 @@ from membrane_engine.rules.chain import (
     ENTRY_COLUMNS,
     GENESIS,
     MAX_QUERY_LIMIT,
-    RETRACT_MARK,
     STORE_SUBJECT,
     AuditRow,
     KeyState,
@@ -51,7 +50,7 @@ from membrane_engine.rules.chain import (
     signing_key,
     store_link,
 )
-from membrane_engine.storage.audit_log import CONTENT_COLUMNS, live_digest
+from membrane_engine.storage.audit_log import CONTENT_COLUMNS, is_retract, live_digest  # noqa: F401 (is_retract re-exported)
 from membrane_engine.storage.store import (
     AUDIT_TAIL_STATE,
     Store,
@@ -188,12 +187,6 @@ def logs_of(conn: Connection, record_ids: list[str]) -> dict[str, list[AuditEntr
     rows = rows_in(conn, "audit_entries", ("record_id", "action", "actor", "timestamp", "rationale", "extra"),
                    "record_id", record_ids, order_by=("record_id", "position"))
     return entries_by_record(record_ids, rows)
-
-
-def is_retract() -> Any:
-    """SQL condition: the entry is a retract (a ``delete`` whose rationale carries the mark)."""
-    return and_(audit_entries.c.action == AuditAction.DELETE.value,
-                func.substr(audit_entries.c.rationale, 1, len(RETRACT_MARK)) == RETRACT_MARK)
 
 
 def filter_conditions(actor: str | None = None, action: str | None = None, record_id: str | None = None,

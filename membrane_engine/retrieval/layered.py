@@ -36,7 +36,7 @@ from membrane_engine.model.records import (
     refused,
     to_epoch,
 )
-from membrane_engine.rules.history import RESTORED_VERSION
+from membrane_engine.rules.history import RESTORED_VERSION, SUPERSEDED_MARK
 from membrane_engine.rules.ranking import Embedder, VectorIndex, query_vector
 from membrane_engine.rules.selector import (
     DEFAULT_THRESHOLD,
@@ -47,6 +47,7 @@ from membrane_engine.rules.selector import (
     rank,
     recency_signal,
 )
+from membrane_engine.storage.revisions import maybe_revised
 from membrane_engine.storage.store import Store
 from membrane_engine.rules.trust import (
     VERDICT_CODES,
@@ -124,9 +125,6 @@ class Simulation:
     # leaves a record in the store at salience 0, so with min_salience 0 it still reaches an
     # agent, in full (as Membrane). Only counted when ``counts`` is asked.
     revised: dict[str, int] = field(default_factory=lambda: {"retracted": 0, "superseded": 0})
-
-
-SUPERSEDED_MARK = "superseded by "  # the superseded record's audit entry (curation.supersede)
 
 
 def revision_flag(record: MemoryRecord) -> str | None:
@@ -307,25 +305,11 @@ def _revised(store: Store, snap: Snapshot, rows: np.ndarray, trust: TrustContext
     salience 0, where a retract anchors them), as read; with ``within``, only those it sees in
     full (a revision is content). Narrowed in SQL first (a semantic record's status column; the
     audit entries of the others), so only those are read."""
-    from sqlalchemy import and_, or_, select
-
-    from membrane_engine.audit.trail import is_retract
-    from membrane_engine.storage.store import audit_entries, records as records_table
-
     out = {"retracted": 0, "superseded": 0}
     if within is not None and len(rows):
         rows = rows[verdicts(snap.sens_level[rows], snap.scope_code[rows], snap.scope_names,
                              as_trust(within, "clearance")) == FULL]
-    ids = [str(x) for x in snap.ids[rows]]
-    marked = select(audit_entries.c.record_id).where(or_(is_retract(), and_(
-        audit_entries.c.action == "revise", audit_entries.c.rationale.like(SUPERSEDED_MARK + "%"))))
-    flagged: list[str] = []
-    with store.read() as conn:
-        for start in range(0, len(ids), 900):
-            chunk = ids[start:start + 900]
-            flagged += conn.execute(select(records_table.c.id).where(records_table.c.id.in_(chunk), or_(
-                records_table.c.status == "retracted",
-                and_(records_table.c.type != "semantic", records_table.c.id.in_(marked))))).scalars()
+    flagged = maybe_revised(store, [str(x) for x in snap.ids[rows]])
     for record in read_gated(store, flagged, dict.fromkeys(flagged, 0.0), trust).values():
         if within is not None and verdict_as_read(record.sensitivity, record.scope, within) is not Verdict.FULL:
             continue

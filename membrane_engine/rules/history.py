@@ -68,7 +68,8 @@ class Version:
         return self.action == AuditAction.DELETE and self.rationale.startswith("retracted:")
 
 
-RESTORED_VERSION = "restored the version of "
+RESTORED_VERSION = "restored the version of "  # how a restored version's entry starts (curation.restore_version)
+SUPERSEDED_MARK = "superseded by "  # how the superseded record's entry starts (curation.supersede)
 
 
 def kind_of(action: AuditAction | str, rationale: str, details: dict[str, Any] | None) -> str:

@@ -9,10 +9,10 @@ from collections.abc import Iterable, Sequence
 from hashlib import sha256
 from typing import Any
 
-from sqlalchemy import Boolean, Float, Integer, SmallInteger, select
+from sqlalchemy import Boolean, Float, Integer, SmallInteger, and_, func, select
 
 from membrane_engine.model.records import AuditAction
-from membrane_engine.rules.chain import content_bytes
+from membrane_engine.rules.chain import RETRACT_MARK, content_bytes
 from membrane_engine.storage.store import ROW_COLUMNS, Store, audit_entries, records
 
 # ----------------------------------------------------------------------------- content digests
@@ -58,6 +58,12 @@ def row_digest(row: dict[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------- reads
+
+
+def is_retract() -> Any:
+    """SQL condition: the entry is a retract (a ``delete`` whose rationale carries the mark)."""
+    return and_(audit_entries.c.action == AuditAction.DELETE.value,
+                func.substr(audit_entries.c.rationale, 1, len(RETRACT_MARK)) == RETRACT_MARK)
 
 
 def last_creates(store: Store, record_ids: Iterable[str]) -> dict[str, tuple[int, str]]:
