@@ -78,6 +78,11 @@ except ImportError:  # pragma: no cover - PostgreSQL support is optional
 
 T = TypeVar("T")
 
+# An open connection as the layers above storage hold it (``Store.read``, ``Store.write``): they
+# pass it back to storage's functions and never run SQL on it, so they name it by this alias
+# rather than import sqlalchemy (only storage speaks SQL).
+StoreConnection = Connection
+
 # The key that signs this store's persisted column snapshots (storage/snapshot_file.py): kept
 # in the store, so whoever can write a snapshot file but cannot read the store cannot forge one.
 SNAPSHOT_KEY = "column_snapshot_key"

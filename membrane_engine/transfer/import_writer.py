@@ -23,8 +23,6 @@ from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
 from membrane_engine.audit import trail as audit
 from membrane_engine.errors import AlreadyExistsError, ValidationError
 from membrane_engine.transfer.imports import (
@@ -36,7 +34,7 @@ from membrane_engine.transfer.imports import (
     refusal,
 )
 from membrane_engine.transfer.json_items import Item
-from membrane_engine.storage.store import ROW_COLUMNS, Store
+from membrane_engine.storage.store import ROW_COLUMNS, Store, StoreConnection
 
 BUFFER_RECORDS = 20_000
 BUFFER_BYTES = 64 << 20
@@ -68,7 +66,7 @@ class ImportWriter:
         self.seen = self.written = 0
         self.store_was_empty: bool | None = None
         self._tx: ExitStack | None = None
-        self.conn: Connection | None = None
+        self.conn: StoreConnection | None = None
 
     # the parts --------------------------------------------------------------------
 
