@@ -38,6 +38,7 @@ from typing import TypeVar
 import numpy as np
 
 from membrane_engine.rules.salience import CustomCurves, DecayColumns, decay_path
+from membrane_engine.rules.trust import TrustContext, level_verdicts, scopes_admitted
 from membrane_engine.model.records import LAYER_RANK
 from membrane_engine.storage import snapshot_file
 from membrane_engine.storage.store import POLICY_CODES, SCALAR_COLUMNS, Store  # noqa: F401 (POLICY_CODES re-exported)
@@ -331,12 +332,10 @@ def gate_codes(type_code: np.ndarray, sens_level: np.ndarray, scope_code: np.nda
     return 1 + (scope_code.astype(np.int32) * _LEVEL_SLOTS + level_slot) * len(TYPE_NAMES) + type_code
 
 
-def gate_table(snap: "Snapshot", trust, type_ok: np.ndarray) -> np.ndarray:
+def gate_table(snap: "Snapshot", trust: TrustContext, type_ok: np.ndarray) -> np.ndarray:
     """VERDICT_CODES by gate code for one trust context and the requested layers (``type_ok``, a
     flag per type code): the trust rule (trust.level_verdicts, trust.scopes_admitted) laid out
     over every (scope, level, layer), hidden for DEAD."""
-    from membrane_engine.rules.trust import level_verdicts, scopes_admitted
-
     by_level = level_verdicts(trust)
     scope_ok = scopes_admitted(snap.scope_names, trust).astype(np.int8)
     table = scope_ok[:, None, None] * by_level[None, :, None] * type_ok.astype(np.int8)[None, None, :]

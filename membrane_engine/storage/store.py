@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import orjson
 from sqlalchemy import (
     Boolean,
@@ -64,6 +65,7 @@ from membrane_engine.rules.salience import CURVE_CODES
 from membrane_engine.model.records import LAYER_RANK, MemoryRecord, format_time, sensitivity_level, to_epoch
 from membrane_engine.model.records import EntityAlias, MembraneModel, PlanEdge, membrane_shape
 from membrane_engine.model.records import CompetencePayload, PlanGraphPayload, RevisionStatus, SemanticPayload
+from membrane_engine.rules.ranking import VECTOR_DTYPE, from_blob, to_blob
 from membrane_engine.rules.selector import success_signal
 
 # Errors of the drivers themselves (the bulk paths use driver cursors, which SQLAlchemy does
@@ -1410,8 +1412,6 @@ class Store:
 
     def vectors_of(self, conn: Connection, ids: Sequence[str], model: str) -> dict[str, Any]:
         """Stored vectors of ``ids`` made by ``model``, as float32 arrays."""
-        from membrane_engine.rules.ranking import from_blob
-
         out: dict[str, Any] = {}
         for start in range(0, len(ids), 900):
             q = select(record_vectors.c.id, record_vectors.c.vector).where(
@@ -1423,10 +1423,6 @@ class Store:
     def all_vectors(self, conn: Connection, model: str) -> tuple[list[str], Any]:
         """Every stored vector made by ``model``, as (ids, one float32 matrix), in one scan (a
         cold start of a large store: one buffer, not an array per record)."""
-        import numpy as np
-
-        from membrane_engine.rules.ranking import VECTOR_DTYPE
-
         q = select(record_vectors.c.id, record_vectors.c.vector).where(record_vectors.c.model == model)
         rows = conn.execute(q).all()
         if not rows:
@@ -1499,8 +1495,6 @@ class Store:
 
     def save_vectors(self, vectors: dict[str, Any], model: str) -> None:
         """Vectors computed at query time, in a transaction of their own."""
-        from membrane_engine.rules.ranking import to_blob
-
         with self.write() as conn:
             self.insert_vectors(conn, [(rid, model, to_blob(v)) for rid, v in vectors.items()], replace=True)
 
