@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from console import auth, state  # noqa: E402
+from console import auth, keys, state  # noqa: E402
 from console.components.guard import engine_call  # noqa: E402
 
 # Not through console/gateway.py: no sign-in route for the form to post to and no Host / Origin
@@ -71,7 +71,7 @@ with st.sidebar:
     st.caption("Signed in")
     scopes = ", ".join(signed_in.scopes) or "all scopes"
     st.text(f"{signed_in.name} · {signed_in.role.value}\nclearance {signed_in.max_sensitivity.value} · {scopes}")
-    st.button("Sign out", key="auth_sign_out", on_click=auth.sign_out)
+    st.button("Sign out", key=keys.SIGN_OUT, on_click=auth.sign_out)
     st.caption("Store")
     st.text(state.display_url())  # not st.code: that loads the code highlighter on every page
 

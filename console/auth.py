@@ -15,12 +15,13 @@ import streamlit as st
 
 from membrane_engine import Operator, permits
 
+from console import keys
 from console.components.colours import BRAND
 
-SESSION_KEY = "_membrane_signed_in"
+SESSION_KEY = keys.SIGNED_IN
 # The cookie session this Streamlit session was adopted from (server-side only): checked against
 # the store on every run, so signing out elsewhere or a change to the operator ends it.
-TOKEN_KEY = "_membrane_session_token"
+TOKEN_KEY = keys.SESSION_TOKEN
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
+from console import keys
 from console.components import colours
 
 APP = Path(__file__).resolve().parent / "app.py"
@@ -129,7 +130,7 @@ def first_run(m, host: str, port: int) -> str | None:
     else:
         return None
     token = ops.issue_token(name, FIRST_RUN, signin.FIRST_RUN_TTL, actor="membrane-console:first-run")
-    return f"http://{host}:{port}/-/first-run?token={token}"
+    return f"http://{host}:{port}/-/first-run?{keys.Param.TOKEN}={token}"
 
 
 def serve(argv: list[str]) -> int:

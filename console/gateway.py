@@ -36,7 +36,7 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import HTMLResponse, RedirectResponse, Response  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from console import signin  # noqa: E402
+from console import keys, signin  # noqa: E402
 from console.components.colours import BRAND, SIGN_IN_ERROR, SIGN_IN_TEXT  # noqa: E402
 
 # console/app.py refuses to run in a server that did not load this module (`streamlit run
@@ -328,7 +328,7 @@ def _client_key(request: Request) -> str:
 
 
 async def first_run_route(request: Request) -> Response:
-    token = request.query_params.get("token", "")
+    token = request.query_params.get(keys.Param.TOKEN, "")
     client = _client_key(request)
     if THROTTLE.reserve(client) > 0:
         return _page("<p class=err>Too many failed attempts: try again later.</p>", 429)

@@ -18,6 +18,7 @@ from membrane_engine import Membrane
 from membrane_engine.errors import MembraneError
 from membrane_engine import default_url
 
+from console import keys
 from console.components.guard import show_error
 
 
@@ -95,9 +96,9 @@ def display_url() -> str:
 # Back / Forward bring it back; the simulated trust context is one for the whole session, shared
 # by the simulator, what-if (context A) and the selector.
 
-TRUST_FIELDS = ("max_sensitivity", "scopes", "actor_id", "authenticated")
-_SHARED_TRUST = "shared_trust_query"
-_LAST = "page_query_"
+TRUST_FIELDS = keys.TRUST_FIELDS
+_SHARED_TRUST = keys.SHARED_TRUST
+_LAST = keys.PageQuery.LAST
 
 
 def trust_widgets(key: str) -> tuple[str, ...]:
@@ -117,13 +118,13 @@ def share_trust(query: dict[str, str], prefix: str = "") -> None:
         st.session_state[_SHARED_TRUST] = values
 
 
-_ARRIVED_AT = "page_arrived_at_"
-_HELD = "page_held_"
-_BARE_STATE = "page_bare_state_"
-_RUNNING = "page_running"
-_WIDGETS = "page_widgets_"
-_LEFT = "page_left_"
-_CAME_FROM = "page_came_from_"
+_ARRIVED_AT = keys.PageQuery.ARRIVED_AT
+_HELD = keys.PageQuery.HELD
+_BARE_STATE = keys.PageQuery.BARE_STATE
+_RUNNING = keys.PageQuery.RUNNING
+_WIDGETS = keys.PageQuery.WIDGETS
+_LEFT = keys.PageQuery.LEFT
+_CAME_FROM = keys.PageQuery.CAME_FROM
 
 
 def _widget_values(page: str) -> dict:

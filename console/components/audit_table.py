@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from console.keys import Param
 from membrane_engine import OperatorView, kind_of
 
 from .safe import clean
@@ -32,7 +33,7 @@ def action_color(name: str) -> str:
 
 def record_link(record_id: str) -> str:
     """The explorer's URL for a record (the explorer opens ``?id=``)."""
-    return "/records?id=" + quote(str(record_id), safe="")
+    return f"/records?{Param.ID}=" + quote(str(record_id), safe="")
 
 
 def _value(value: Any) -> str:

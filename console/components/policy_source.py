@@ -20,12 +20,12 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from console import auth
+from console import auth, keys
 from membrane_engine import (Operator, Policy, PolicyError, TrustContext, load_policy, parse_policy, permits,
                              sample_store_path)
 
 SAMPLE_POLICY = sample_store_path().with_name("policies.toml")  # shipped beside the sample store
-UPLOAD_KEY = "policy_upload"  # the Upload in use this session
+UPLOAD_KEY = keys.POLICY_UPLOAD  # the Upload in use this session
 REPLACE_ACTION = "replace_policy"  # membrane_engine's ACTION_ROLES: curators and admins
 # An upload is parsed in the server process every session shares: a policy file is a few KB
 # (the bundled one 3), so 256 KB is room for any real one and bounds what a file can cost.

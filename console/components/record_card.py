@@ -8,6 +8,7 @@ from urllib.parse import quote
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
+from console.keys import Param
 from membrane_engine import Explanation, MemoryRecord, label, revision_flag, revision_reason
 
 from .colours import REVISION_BADGES, verdict_badge as badge_color
@@ -53,14 +54,14 @@ EXPLORER = "app_pages/records.py"  # relative to console/app.py, the console's e
 
 def explorer_href(record_id: str) -> str:
     """The record explorer's address for one record, relative to any page of the console."""
-    return "records?id=" + quote(record_id, safe="")
+    return f"records?{Param.ID}=" + quote(record_id, safe="")
 
 
 def explorer_link(record_id: str, label_: str = "Open in the explorer") -> None:
     """A link that opens ``record_id`` in the record explorer (in this tab, within the session;
     a plain link when the page runs outside the console's navigation, as in page tests)."""
     try:
-        st.page_link(EXPLORER, label=label_, icon=":material/open_in_new:", query_params={"id": record_id})
+        st.page_link(EXPLORER, label=label_, icon=":material/open_in_new:", query_params={Param.ID: record_id})
     except StreamlitPageNotFoundError:
         st.markdown(f"[{label_}]({explorer_href(record_id)})")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from console.keys import Param
 from membrane_engine import OperatorView
 
 from .safe import clean, md
@@ -21,7 +22,7 @@ def ids_from_url(live: set[str] | None = None) -> list[str]:
     """Ids named in the page URL: `?id=a&id=b` or `?id=a,b` (a value that is itself a live id
     is kept whole, so ids containing commas still work)."""
     out: list[str] = []
-    for value in st.query_params.get_all("id"):
+    for value in st.query_params.get_all(Param.ID):
         if live is not None and value in live:
             out.append(value)
         else:
@@ -54,7 +55,7 @@ def record_picker(view: OperatorView, key: str, label: str = "Records", *, full_
     returns (with ``full_only``, sees in full). Others are "not in the store" here."""
     state_key = f"{key}_ids"
     if state_key not in st.session_state:
-        raw = st.query_params.get_all("id") if from_url else []
+        raw = st.query_params.get_all(Param.ID) if from_url else []
         named = list(dict.fromkeys(raw + ids_from_url()))  # whole values too: an id may contain commas
         live = set(_offered(view, named, full_only)) if named else set()
         initial = ids_from_url(live) if from_url else []
