@@ -3,34 +3,44 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, time, timezone
+from datetime import datetime
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from console.components.clearance import clearance_caption, key_of, operator_view
+from console import keys
+from console.components.clearance import key_of
 from console.components.audit_table import action_color, filtered_csv, frame, link_column, record_link, shown
 from console.components.chart_safety import plot_text, tidy
 from console.components.colours import FAINT, MARKER_RING
+from console.components.page import page_preamble
 from console.components.record_picker import ids_from_url
 from console.components.safe import clean, md
+from console.components.time_picker import UTC, day_picker
 from console.components.words import action_word, plural
 from membrane_engine import ACCESS_LOG_LEVEL_ENV, AuditAction, access_log_level
 from membrane_engine.errors import MembraneError
 
-UTC = timezone.utc
+K = keys.AUDIT
 ANY = "(any)"
 ACTIONS = [a.value for a in AuditAction]
 # Actions in words, in the order the timeline lists them (a retract is a `delete` entry whose
 # record stays; pins, unpins and restores are `revise` entries).
 WORDS = ["create", "reinforce", "penalize", "revise", "pin", "unpin", "restore version", "fork", "merge", "retract",
          "delete", "restore"]
-VERIFY_KEY = "audit_verification"
+VERIFY_KEY = K("verification")
 
-view = operator_view("audit")
-operator = view.operator
-clearance = operator.clearance
+page = page_preamble(K, "Audit log",
+                     "Every audit entry in the store, newest first. Entries are append-only, hash-chained per record "
+                     "and in one store-wide sequence, and each binds a digest of its record's stored content. "
+                     "Verification walks every chain and reports edited, deleted, reordered or truncated history, "
+                     "records changed or moved outside the engine and, against a checkpoint you kept, a store rolled "
+                     "back or cut short.")
+view = page.view
+clearance = page.clearance
+st.caption("Entries of records beyond your clearance are left out; of records you see redacted, the actor, "
+           "rationale and details are withheld.")
 
 
 # Every audit entry comes with a write to its record, so the store's change counter
@@ -57,15 +67,6 @@ def activity(_view, store: tuple, cleared: tuple, bucket: int, filters: tuple) -
     return _view.audit_activity(bucket_seconds=bucket, **dict(filters))
 
 
-
-st.title("Audit log")
-st.caption("Every audit entry in the store, newest first. Entries are append-only, hash-chained per record and in "
-           "one store-wide sequence, and each binds a digest of its record's stored content. Verification walks "
-           "every chain and reports edited, deleted, reordered or truncated history, records changed or moved "
-           "outside the engine and, against a checkpoint you kept, a store rolled back or cut short.")
-clearance_caption(operator)
-st.caption("Entries of records beyond your clearance are left out; of records you see redacted, the actor, "
-           "rationale and details are withheld.")
 
 # ----------------------------------------------------------------------------- verification
 
@@ -101,7 +102,7 @@ def run_verification(checkpoint: dict | None) -> None:
 # The button as wide as its label (in a fifth of the page it read "Verify the c…" at 1024 px).
 verify_row = st.container(horizontal=True, vertical_alignment="center", gap="medium")
 v1, v2 = verify_row.container(width="content"), verify_row.container()
-if v1.button("Verify the chains", type="primary", key="audit_verify"):
+if v1.button("Verify the chains", type="primary", key=K("verify")):
     run_verification(None)
 with st.expander("Checkpoints: prove later that nothing was rolled back or cut off", expanded=False):
     st.markdown("A checkpoint records where the store-wide audit sequence stands now (its position and head hash, "
@@ -110,12 +111,12 @@ with st.expander("Checkpoints: prove later that nothing was rolled back or cut o
                 "truncated, or rewritten since. The command line does the same: `membrane-console audit "
                 "checkpoint` and `membrane-console audit verify --checkpoint FILE`.")
     c1, c2 = st.columns(2)
-    c1.download_button("Download a checkpoint of the audit log now", key="audit_checkpoint_download",
+    c1.download_button("Download a checkpoint of the audit log now", key=K("checkpoint_download"),
                        data=lambda: json.dumps(view.audit_checkpoint(), indent=2),
                        file_name=f"membrane_audit_checkpoint_{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json",
                        mime="application/json", on_click="ignore")
-    uploaded = c2.file_uploader("Verify against a checkpoint file", type=["json"], key="audit_checkpoint_upload")
-    if uploaded is not None and c2.button("Verify against this checkpoint", key="audit_verify_checkpoint"):
+    uploaded = c2.file_uploader("Verify against a checkpoint file", type=["json"], key=K("checkpoint_upload"))
+    if uploaded is not None and c2.button("Verify against this checkpoint", key=K("verify_checkpoint")):
         try:
             checkpoint = json.loads(uploaded.getvalue().decode("utf-8-sig"))
         except (UnicodeDecodeError, ValueError) as exc:
@@ -155,15 +156,15 @@ if verification is not None and verification[1]:
         st.markdown("What was found:\n" + "\n".join(
             f"- **{kind}** ({n}): {md(next(p for p in listed if p.kind == kind).meaning, 300)}."
             for kind, n in counts.items()))
-    st.dataframe(problem_rows(listed), hide_index=True, key="audit_problems",
+    st.dataframe(problem_rows(listed), hide_index=True, key=K("problems"),
                  column_config={"where": st.column_config.TextColumn(width="medium"),
                                 "problem": st.column_config.TextColumn(width="large")})
 
 # ----------------------------------------------------------------------------- filters
 
 url_ids = ids_from_url()
-if "audit_record" not in st.session_state and url_ids:
-    st.session_state["audit_record"] = url_ids[0]
+if K("record") not in st.session_state and url_ids:
+    st.session_state[K("record")] = url_ids[0]
 store = view.state()
 actors = facets(view, store, key_of(clearance))
 st.subheader("Filter")
@@ -171,36 +172,38 @@ st.subheader("Filter")
 filter_row = st.container(horizontal=True, wrap=True, gap="small")
 f1, f2, f3 = filter_row.container(width=180), filter_row.container(width=180), filter_row.container(width=210)
 f4, f5 = filter_row.container(width=150), filter_row.container(width=150)  # one row at 1400 px, two at 1024
-actor = f1.selectbox("Actor", [ANY] + actors, key="audit_actor", format_func=lambda a: clean(a, 80))
-action = f2.selectbox("Action", [ANY] + ACTIONS, key="audit_action",
+actor = f1.selectbox("Actor", [ANY] + actors, key=K("actor"), format_func=lambda a: clean(a, 80))
+action = f2.selectbox("Action", [ANY] + ACTIONS, key=K("action"),
                       format_func=lambda a: {"delete": "delete or retract", "decay": "penalize (stored as decay)",
                                              "revise": "revise (pin, restore, …)"}.get(a, a),
                       help="The action as stored: a retract is a delete entry whose record stays")
-record_id = f3.text_input("Record id", key="audit_record", help="Exact id; `?id=` in the URL fills it").strip()
-since_day = f4.date_input("Since (UTC)", value=None, key="audit_since")
-until_day = f5.date_input("Until (UTC)", value=None, key="audit_until")
+record_id = f3.text_input("Record id", key=K("record"), help="Exact id; `?id=` in the URL fills it").strip()
+with f4:
+    since = day_picker(K("since"), "Since")
+with f5:
+    until = day_picker(K("until"), "Until", until=True)
 filters = {
     "actor": None if actor == ANY else actor,
     "action": None if action == ANY else action,
     "record_id": record_id or None,
-    "since": datetime.combine(since_day, time(0, 0), tzinfo=UTC) if since_day else None,
-    "until": datetime.combine(until_day, time(23, 59, 59, 999999), tzinfo=UTC) if until_day else None,
+    "since": since,
+    "until": until,
 }
 if filters["since"] and filters["until"] and filters["since"] > filters["until"]:
     st.warning("“Since” is after “Until”: no entry can match.")
 
 p1, p2, p3 = st.columns([2, 2, 6])
-page_size = p1.selectbox("Rows per page", [25, 50, 100, 250], index=1, key="audit_page_size")
+page_size = p1.selectbox("Rows per page", [25, 50, 100, 250], index=1, key=K("page_size"))
 # The page asked for first, and the count with it: a second count only when the filter now
 # matches fewer pages than the page asked for (a count over millions of entries is most of a run).
-wanted = max(1, int(st.session_state.get("audit_page", 1) or 1))
+wanted = max(1, int(st.session_state.get(K("page"), 1) or 1))
 total, rows = entries(view, store, key_of(clearance), tuple(filters.items()), page_size, (wanted - 1) * page_size)
 pages = max(1, -(-total // page_size))
 if wanted > pages:
-    st.session_state["audit_page"] = wanted = pages
+    st.session_state[K("page")] = wanted = pages
     total, rows = entries(view, store, key_of(clearance), tuple(filters.items()), page_size,
                           (wanted - 1) * page_size)
-page = p2.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key="audit_page")
+p2.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key=K("page"))
 active = [f"{k}={md(v, 60) if not isinstance(v, datetime) else v.strftime('%Y-%m-%d %H:%M')}"
           for k, v in filters.items() if v]
 with p3:
@@ -219,11 +222,11 @@ TABLE_COLUMNS = {
 }
 # Who and why before the values changed: what an operator reads first, without scrolling.
 ORDER = ["timestamp", "record", "action", "actor", "rationale", "before", "after", "record_id", "position", "seq"]
-st.dataframe(shown(table), hide_index=True, key="audit_table", column_config=TABLE_COLUMNS, column_order=ORDER)
+st.dataframe(shown(table), hide_index=True, key=K("table"), column_config=TABLE_COLUMNS, column_order=ORDER)
 st.download_button(
     f"Download the {total:,} matching entries as CSV",
     data=lambda: filtered_csv(view, filters, view.labels),
-    file_name="membrane_audit.csv", mime="text/csv", key="audit_csv", disabled=total == 0, on_click="ignore",
+    file_name="membrane_audit.csv", mime="text/csv", key=K("csv"), disabled=total == 0, on_click="ignore",
     help="Every matching entry, not only this page. Cells that a spreadsheet would run as a formula get a "
          "leading apostrophe")
 
@@ -254,7 +257,7 @@ if total:
     fig.update_layout(barmode="stack", xaxis_title="time (UTC)", yaxis_title="entries")
     st.caption(f"Matching entries per {unit}, by action (a retract apart from the deletes it is stored as): counts "
                "over the entries of the records your clearance sees.")
-    st.plotly_chart(tidy(fig, height=320), key="audit_activity")
+    st.plotly_chart(tidy(fig, height=320), key=K("activity"))
 else:
     st.caption("No entry matches the filter.")
 
@@ -266,7 +269,7 @@ if not candidates:
     st.caption("Filter by a record id, or find entries above, to draw a record's history.")
 else:
     named = view.labels(candidates)
-    chosen = st.selectbox("Record", candidates, key="audit_timeline_record",
+    chosen = st.selectbox("Record", candidates, key=K("timeline_record"),
                           format_func=lambda r: f"{clean(named[r], 80)} ({clean(r, 40)})" if r in named else clean(r, 120),
                           help="The record filter, or any record on this page")
     try:
@@ -299,8 +302,8 @@ else:
             fig.update_xaxes(range=[first - pd.Timedelta(hours=12), last_at + pd.Timedelta(hours=12)])
         st.caption(f"{plural(len(hist), 'entry')} of this record, oldest first in the table; "
                    f"[open it in the explorer]({record_link(chosen)}).")
-        st.plotly_chart(tidy(fig, height=300), key="audit_timeline")
-        st.dataframe(shown(hist.sort_values("position")), hide_index=True, key="audit_timeline_table",
+        st.plotly_chart(tidy(fig, height=300), key=K("timeline"))
+        st.dataframe(shown(hist.sort_values("position")), hide_index=True, key=K("timeline_table"),
                      column_config=TABLE_COLUMNS, column_order=["position"] + [c for c in ORDER if c not in ("position", "record")])
 
 # ----------------------------------------------------------------------------- who looked
@@ -317,7 +320,7 @@ else:
     st.dataframe(pd.DataFrame([{"time (UTC)": a.at, "operator": clean(a.actor, 200),
                                 "record": clean(looked_names.get(a.record_id, ""), 120),
                                 "record_id": record_link(a.record_id), "sensitivity": a.sensitivity} for a in looked]),
-                 hide_index=True, key="audit_who_looked",
+                 hide_index=True, key=K("who_looked"),
                  column_config={"time (UTC)": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),
                                 "record_id": link_column()})
     if looked_total > len(looked):

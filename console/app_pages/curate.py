@@ -12,16 +12,20 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from console.components.clearance import clearance_caption, operator_view
+from console import keys
 from console.components.guard import sentence
 from console.components.words import plural
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
+from console.components.page import page_preamble
 from console.components.plan_view import outcome_line, plan_names, render_plan, status_of
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
+from console.keys import Param
 from membrane_engine import (ACTION_ROLES, MAX_RATIONALE_LENGTH, MAX_REF_LENGTH, Role, Sensitivity, permits,
                              plan_exposures)
 from membrane_engine.errors import MembraneError, ValidationError
+
+K = keys.CURATE
 
 # op -> (label, what it does, destructive, targets): targets "each" = every selected record on its
 # own, "one" = exactly one source plus a new record, "many" = the selection plus a new record,
@@ -41,13 +45,16 @@ OPS: dict[str, tuple[str, str, bool, str]] = {
     "restore": ("Restore from archive", "Bring an archived (pruned or deleted) record back as it was.", False, "archive"),
 }
 NEW_RECORD_NAMES = {"supersede": "new_record", "fork": "forked_record", "merge": "merged_record"}
-RESULTS_KEY = "curate_results"
-RESET_KEY = "curate_reset"
+RESULTS_KEY = K("results")
+RESET_KEY = K("reset")
 UNCHANGED = "(unchanged)"
 
-view = operator_view("curate")
-operator_ = view.operator
-
+page = page_preamble(K, "Curate",
+                     "Every change is previewed by the engine first (nothing is written until you apply), names you "
+                     "as the actor, carries your rationale into the audit log, and runs as one transaction per "
+                     "operation.")
+view = page.view
+operator_ = page.operator
 
 
 def reset_selection() -> None:
@@ -55,14 +62,14 @@ def reset_selection() -> None:
     changes, so the next (perhaps destructive) operation never acts on a record chosen for
     another one. Values are assigned, not removed, so the browser's copies clear too; a link's
     `?id=` is dropped with them, so it does not choose them again."""
-    st.session_state["curate_ids"] = []
-    st.session_state["curate_archived"] = []
-    st.session_state["curate_query"] = ""
-    st.session_state["curate_confirm"] = False
-    st.session_state["curate_widen"] = False
-    st.session_state.pop("curate_json_for", None)  # a fresh template (and id) for the next new record
-    if "id" in st.query_params:
-        del st.query_params["id"]
+    st.session_state[K("ids")] = []
+    st.session_state[K("archived")] = []
+    st.session_state[K("query")] = ""
+    st.session_state[K("confirm")] = False
+    st.session_state[K("widen")] = False
+    st.session_state.pop(K("json_for"), None)  # a fresh template (and id) for the next new record
+    if Param.ID in st.query_params:
+        del st.query_params[Param.ID]
 
 
 def operation_changed() -> None:
@@ -72,13 +79,8 @@ def operation_changed() -> None:
 
 # Clear the inputs of an applied action before its widgets are drawn again.
 if st.session_state.pop(RESET_KEY, False):
-    st.session_state["curate_rationale"] = ""
+    st.session_state[K("rationale")] = ""
     reset_selection()
-
-st.title("Curate")
-st.caption("Every change is previewed by the engine first (nothing is written until you apply), names you as "
-           "the actor, carries your rationale into the audit log, and runs as one transaction per operation.")
-clearance_caption(operator_)
 
 
 def problem_frame(problems: list[tuple[str, str]]) -> pd.DataFrame:
@@ -95,13 +97,13 @@ if not view.may("reinforce")[0]:
 
 # A link may open the page on a harmless operation, never on one that removes or rewrites
 # records or needs the admin role: those are chosen here, by hand.
-url_op = st.query_params.get("op")
-if ("curate_op" not in st.session_state and url_op in OPS and not OPS[url_op][2]
+url_op = st.query_params.get(Param.OP)
+if (K("op") not in st.session_state and url_op in OPS and not OPS[url_op][2]
         and ACTION_ROLES[url_op] is not Role.ADMIN):
-    st.session_state["curate_op"] = url_op
+    st.session_state[K("op")] = url_op
 top = st.columns([2, 3])
 top[0].text(f"Acting as {operator_.actor}")
-op = top[1].selectbox("Operation", list(OPS), key="curate_op", on_change=operation_changed,
+op = top[1].selectbox("Operation", list(OPS), key=K("op"), on_change=operation_changed,
                       format_func=lambda o: OPS[o][0] + ("" if permits(operator_, o)[0] else " (admin only)"),
                       help="Changing the operation clears the records chosen and the confirmations")
 label, what, destructive, targets = OPS[op]
@@ -123,14 +125,14 @@ if targets == "archive":
     if not archived:
         st.caption("The archive is empty: nothing has been pruned or deleted.")
     # Only ids the view listed stay chosen (a value sent from the browser is not an option by itself).
-    sent = st.session_state.get("curate_archived", [])
+    sent = st.session_state.get(K("archived"), [])
     if isinstance(sent, (list, tuple)) and any(i not in archived for i in sent):
-        st.session_state["curate_archived"] = [i for i in sent if i in archived]
-    ids = st.multiselect("Archived records", archived, key="curate_archived", format_func=lambda r: clean(r, 120),
+        st.session_state[K("archived")] = [i for i in sent if i in archived]
+    ids = st.multiselect("Archived records", archived, key=K("archived"), format_func=lambda r: clean(r, 120),
                          help="Archived records are named by id: their content is in the archive")
 else:
     # Only records the clearance sees in full: a curation shows and changes what a redacted view withholds.
-    ids = record_picker(view, "curate", "Records" if targets != "one" else "Source record",
+    ids = record_picker(view, K.prefix, "Records" if targets != "one" else "Source record",
                         full_only=True, help="`?id=` in the URL preselects")
     if ids:
         current = []
@@ -144,7 +146,7 @@ else:
                             "status": clean(status_of(r), 80), "pinned": r.lifecycle.pinned,
                             "policy": r.lifecycle.deletion_policy.value if r.lifecycle.deletion_policy else "", "sensitivity": r.sensitivity.value,
                             "scope": clean(r.scope, 200), "tags": clean(", ".join(r.tags), 300), "id": clean(rid, 200)})
-        st.dataframe(pd.DataFrame(current), hide_index=True, key="curate_current",
+        st.dataframe(pd.DataFrame(current), hide_index=True, key=K("current"),
                      column_config={"salience": st.column_config.NumberColumn(format="%.4f")})
 
 # ----------------------------------------------------------------------------- parameters
@@ -155,33 +157,33 @@ new_record: dict[str, Any] | None = None
 problems_before_preview: list[str] = []
 
 if op == "reinforce":
-    own_gain = st.checkbox("Use each record's own reinforcement gain", value=True, key="curate_own_gain")
+    own_gain = st.checkbox("Use each record's own reinforcement gain", value=True, key=K("own_gain"))
     if not own_gain:
-        kwargs["gain"] = st.number_input("Gain", min_value=0.0, max_value=1.0, value=0.1, step=0.05, key="curate_gain")
+        kwargs["gain"] = st.number_input("Gain", min_value=0.0, max_value=1.0, value=0.1, step=0.05, key=K("gain"))
 elif op == "penalize":
-    extra = [st.number_input("Amount", min_value=0.0, value=0.1, step=0.05, format="%.3f", key="curate_amount")]
+    extra = [st.number_input("Amount", min_value=0.0, value=0.1, step=0.05, format="%.3f", key=K("amount"))]
 elif op == "contest":
-    ref = st.text_input("Contesting reference", key="curate_ref", max_chars=MAX_REF_LENGTH,
+    ref = st.text_input("Contesting reference", key=K("ref"), max_chars=MAX_REF_LENGTH,
                         help="A record id (a contested_by relation is added) or an external reference").strip()
     extra = [ref]
     if not ref:
         problems_before_preview.append("Name what contests the record (a record id or a reference).")
 elif op == "reclassify":
     c1, c2, c3 = st.columns(3)
-    sensitivity = c1.selectbox("Sensitivity", [UNCHANGED] + [s.value for s in Sensitivity], key="curate_sens")
+    sensitivity = c1.selectbox("Sensitivity", [UNCHANGED] + [s.value for s in Sensitivity], key=K("sens"))
     if sensitivity != UNCHANGED:
         kwargs["sensitivity"] = sensitivity
-    if c2.checkbox("Change scope", key="curate_scope_on"):
-        kwargs["scope"] = c2.text_input("New scope (empty = unscoped)", key="curate_scope").strip()
-    if c3.checkbox("Change tags", key="curate_tags_on"):
-        tags = c3.text_input("New tags (comma-separated)", key="curate_tags")
+    if c2.checkbox("Change scope", key=K("scope_on")):
+        kwargs["scope"] = c2.text_input("New scope (empty = unscoped)", key=K("scope")).strip()
+    if c3.checkbox("Change tags", key=K("tags_on")):
+        tags = c3.text_input("New tags (comma-separated)", key=K("tags"))
         kwargs["tags"] = [t.strip() for t in tags.split(",") if t.strip()]
 elif targets in ("one", "many"):
     if targets == "one" and len(ids) > 1:
         problems_before_preview.append(f"{label} takes exactly one source record; {len(ids)} are selected.")
     source = ids[0] if ids else None
     if source is not None:
-        if st.session_state.get("curate_json_for") != (op, source) or "curate_json" not in st.session_state:
+        if st.session_state.get(K("json_for")) != (op, source) or K("json") not in st.session_state:
             try:  # through the view: the template shows the source's content, so it is a logged read
                 seen = view.get(source)
                 doc = {} if seen.redacted else seen.to_json_dict()
@@ -194,13 +196,13 @@ elif targets in ("one", "many"):
             if isinstance(doc.get("salience"), float):
                 doc["salience"] = round(doc["salience"], 4)
             doc = {"id": str(uuid.uuid4()), **{k: v for k, v in doc.items() if k != "id"}}
-            st.session_state["curate_json"] = json.dumps(doc, indent=2, ensure_ascii=False)
-            st.session_state["curate_json_for"] = (op, source)
+            st.session_state[K("json")] = json.dumps(doc, indent=2, ensure_ascii=False)
+            st.session_state[K("json_for")] = (op, source)
         st.markdown(f"**The new record** (prefilled from {md(source, 120)} with a fresh id; the engine adds the "
                     "relations, provenance and revision links of the operation itself)")
-        text = st.text_area("New record (Membrane JSON)", key="curate_json", height=320, label_visibility="collapsed")
-        if st.button("New id and fresh template", key="curate_json_reset"):
-            st.session_state.pop("curate_json_for", None)
+        text = st.text_area("New record (Membrane JSON)", key=K("json"), height=320, label_visibility="collapsed")
+        if st.button("New id and fresh template", key=K("json_reset")):
+            st.session_state.pop(K("json_for"), None)
             st.rerun()
         try:
             new_record = json.loads(text)
@@ -210,7 +212,7 @@ elif targets in ("one", "many"):
         except ValueError as exc:
             problems_before_preview.append(f"The new record is not valid JSON: {exc}")
 
-rationale = st.text_area("Rationale", key="curate_rationale", height=80, max_chars=MAX_RATIONALE_LENGTH,
+rationale = st.text_area("Rationale", key=K("rationale"), height=80, max_chars=MAX_RATIONALE_LENGTH,
                          placeholder="Why: it becomes the audit entry's rationale").strip()
 
 # ----------------------------------------------------------------------------- calls
@@ -269,7 +271,7 @@ for k, (name, plan) in enumerate(ok):
         st.text(f"{label}: {clean(name, 160)}")
     names = plan_names(view, plan)
     named.update(names)
-    render_plan(plan, key=f"curate_preview_{k}", names=names)
+    render_plan(plan, key=K("preview", k), names=names)
 
 if failed:
     st.warning("Fix or deselect the records the engine refuses; nothing is applied while any preview fails.")
@@ -279,15 +281,15 @@ if failed:
 profiles, origin = preview_profiles(view)
 exposures = plan_exposures([plan for _, plan in ok], profiles)
 if exposures.counts and any(exposures.counts.values()):
-    show_exposures(exposures, origin, key="curate_exposure")
-access_ok = widening_confirmed(exposures, "curate_widen")
+    show_exposures(exposures, origin, key=K("exposure"))
+access_ok = widening_confirmed(exposures, K("widen"))
 
 confirmed = True
 if destructive:
     count = len(ids)
     confirmed = st.checkbox(f"I confirm: {label.lower()} {plural(count, 'record')} as shown above.",
-                            key="curate_confirm")
-if st.button(f"Apply: {label.lower()}", type="primary", key="curate_apply", disabled=not (confirmed and access_ok)):
+                            key=K("confirm"))
+if st.button(f"Apply: {label.lower()}", type="primary", key=K("apply"), disabled=not (confirmed and access_ok)):
     # The view checks the role and the clearance here, at the moment of writing, as stored now
     # (not what the page showed): a viewer's session replaying a curator's events writes nothing.
     results = []

@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from console.components.clearance import clearance_caption, operator_view
+from console import keys
 from console.components.audit_table import action_color
 from console.components.chart_safety import plot_text, short_id, tidy
 from console.components.colours import INK, MARKER_EDGE, MUTED, PALETTE, THRESHOLD
 from console.components.record_detail import UNKNOWN_LABEL, UNKNOWN_NOTE, unknown_band, unknown_flags
+from console.components.page import page_preamble
 from console.components.record_picker import record_picker
 from console.components.safe import clean, md
-from console.components.when import human_duration, instant_input, relative
+from console.components.time_picker import UTC, instant_picker
+from console.components.when import human_duration, relative
 from membrane_engine import PRUNE_THRESHOLD, columns_of, salience_at, time_below, to_epoch, validate_record
 from membrane_engine.errors import MembraneError, ValidationError
 
-UTC = timezone.utc
+K = keys.DECAY
 GRID_POINTS = 400
 PAGE_SIZE = 50
 HORIZONS = {
@@ -30,21 +32,18 @@ HORIZONS = {
     "2 years": 730 * 86400,
 }
 HALF_LIFE_UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
-PROFILES_KEY = "decay_profiles"
+PROFILES_KEY = K("profiles")
 # The changes that re-anchor a record's salience, each with its marker symbol.
 RE_ANCHORS = {"reinforce": "triangle-up", "penalize": "triangle-down", "retract": "x", "pin": "square",
               "unpin": "square-open", "restore version": "star", "restore": "diamond"}
 
 
-view = operator_view("decay")
-operator = view.operator
+page = page_preamble(K, "Salience decay",
+                     "S(t) as the engine computes it (SPEC 2): stored records as they really were, from the anchors of "
+                     "their audit trails; hypothetical profiles from the window start. Read when each one fades below "
+                     "a threshold.")
+view = page.view
 now = view.now()
-
-st.title("Salience decay")
-st.caption("S(t) as the engine computes it (SPEC 2): stored records as they really were, from the anchors of "
-           "their audit trails; hypothetical profiles from the window start. Read when each one fades below a "
-           "threshold.")
-clearance_caption(operator)
 
 # ----------------------------------------------------------------------------- what to plot
 
@@ -52,30 +51,30 @@ left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader("Records")
     # A decay profile is part of what a redacted view withholds: only records seen in full.
-    chosen = record_picker(view, "decay", "Records to plot", full_only=True, max_selections=12,
+    chosen = record_picker(view, K.prefix, "Records to plot", full_only=True, max_selections=12,
                            help="Up to 12 records; `?id=` in the URL preselects")
 
 with right:
     st.subheader("Hypothetical profiles")
     profiles: list[dict] = st.session_state.setdefault(PROFILES_KEY, [])
     with st.expander("Add a profile", expanded=not profiles and not chosen):
-        with st.form("decay_profile_form", clear_on_submit=False, border=False):
-            name = st.text_input("Name", value=f"profile {len(profiles) + 1}", key="decay_p_name")
+        with st.form(K("profile_form"), clear_on_submit=False, border=False):
+            name = st.text_input("Name", value=f"profile {len(profiles) + 1}", key=K("p_name"))
             c1, c2 = st.columns(2)
-            curve = c1.selectbox("Curve", ["exponential", "linear", "custom"], key="decay_p_curve")
+            curve = c1.selectbox("Curve", ["exponential", "linear", "custom"], key=K("p_curve"))
             start_salience = c2.number_input("Start salience", min_value=0.0, value=1.0, step=0.05,
-                                             key="decay_p_start")
+                                             key=K("p_start"))
             c3, c4 = st.columns(2)
-            half_value = c3.number_input("Half-life", min_value=0.0, value=1.0, step=1.0, key="decay_p_half")
-            half_unit = c4.selectbox("unit", list(HALF_LIFE_UNITS), index=3, key="decay_p_unit")
+            half_value = c3.number_input("Half-life", min_value=0.0, value=1.0, step=1.0, key=K("p_half"))
+            half_unit = c4.selectbox("unit", list(HALF_LIFE_UNITS), index=3, key=K("p_unit"))
             c5, c6 = st.columns(2)
             min_salience = c5.number_input("Min salience", min_value=0.0, value=0.0, step=0.01, format="%.3f",
-                                           key="decay_p_min")
+                                           key=K("p_min"))
             max_age_days = c6.number_input("Max age (days, 0 = none)", min_value=0.0, value=0.0, step=1.0,
-                                           key="decay_p_maxage")
-            pinned = st.checkbox("Pinned", key="decay_p_pinned")
+                                           key=K("p_maxage"))
+            pinned = st.checkbox("Pinned", key=K("p_pinned"))
             points_text = st.text_input(
-                "Custom points (JSON, seconds → factor)", key="decay_p_points",
+                "Custom points (JSON, seconds → factor)", key=K("p_points"),
                 placeholder="[[0, 1], [86400, 0.6], [604800, 0.1]]",
                 help="Only for the custom curve; without points a custom profile decays exponentially")
             add = st.form_submit_button("Add profile")
@@ -111,20 +110,20 @@ with right:
                     f"min {d['min_salience']:g}, start {profile['start_salience']:g}"
                     + (", pinned" if profile["pinned"] else "")
                     + (f", max age {human_duration(d['max_age_seconds'])}" if d["max_age_seconds"] else ""))
-        if row[1].button("✕", key=f"decay_drop_{k}", help="Remove this profile"):
+        if row[1].button("✕", key=K("drop", k), help="Remove this profile"):
             profiles.pop(k)
             st.rerun()
 
 st.divider()
 w1, w2, w3 = st.columns([3, 2, 2])
 with w1:
-    start = instant_input("Window start", "decay_start", now - timedelta(days=7),
-                          help="Hypothetical profiles start here; stored records follow their own anchors")
-horizon_label = w2.select_slider("Horizon", list(HORIZONS), value="30 days", key="decay_horizon")
+    start = instant_picker(K("start"), "Window start", default=now - timedelta(days=7), now_if_empty=False,
+                           help="Hypothetical profiles start here; stored records follow their own anchors")
+horizon_label = w2.select_slider("Horizon", list(HORIZONS), value="30 days", key=K("horizon"))
 threshold = w3.number_input("Drop-below threshold", min_value=0.0, max_value=10.0, value=0.1, step=0.01,
-                            format="%.3f", key="decay_threshold",
+                            format="%.3f", key=K("threshold"),
                             help="The table below says when each curve first drops under this value")
-log_scale = w3.toggle("Log scale", key="decay_log")
+log_scale = w3.toggle("Log scale", key=K("log"))
 horizon = HORIZONS[horizon_label]
 end = start + timedelta(seconds=horizon)
 
@@ -244,7 +243,7 @@ else:
     else:
         fig.update_yaxes(range=[0, max(ymax, threshold, 0.05) * 1.08])
     st.markdown(f"**Salience from {start:%Y-%m-%d %H:%M} UTC over {horizon_label}**")
-    st.plotly_chart(tidy(fig, height=460), key="decay_chart")
+    st.plotly_chart(tidy(fig, height=460), key=K("chart"))
     st.caption("Solid lines: stored records as they really were, from the anchors of their audit trail (each "
                "reinforce, penalize, retract, pin, unpin and restored version re-anchors the curve; the markers "
                "show them, coloured by action). A gap: the record did not exist yet, sat in the archive, or its "
@@ -278,7 +277,7 @@ else:
                      "relative to now": until_then, "S(start)": s_start, "S(end)": s_end,
                      "kind": "record" if s["stored"] else "hypothetical",
                      "id": clean(s["key"], 80) if s["stored"] else ""})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="decay_below_table",
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key=K("below_table"),
                  column_config={"S(start)": st.column_config.NumberColumn(format="%.4f"),
                                 "S(end)": st.column_config.NumberColumn(format="%.4f"),
                                 "below at (UTC)": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm")})
@@ -294,19 +293,17 @@ if not allowed:
     st.info(f"The prune preview needs the role that may prune ({md(why_not, 200)}); the Review page lists the "
             "records about to be pruned.", icon=":material/lock:")
 else:
-    p1, p2 = st.columns([3, 2])
+    p1, p2 = st.columns([3, 2], vertical_alignment="bottom")
     with p1:
-        prune_at = instant_input("Prune as of", "decay_prune_at", now + timedelta(days=30))
-    p2.write("")
-    p2.write("")
-    if p2.button("Preview prune", type="primary", key="decay_prune_go"):
+        prune_at = instant_picker(K("prune_at"), "Prune as of", default=now + timedelta(days=30), now_if_empty=False)
+    if p2.button("Preview prune", type="primary", key=K("prune_go")):
         try:
             ids = view.prune("decay page: prune preview", as_of=prune_at, dry_run=True)  # of records seen in full
-            st.session_state["decay_prune_result"] = (prune_at, list(ids))
-            st.session_state["decay_prune_page"] = 1
+            st.session_state[K("prune_result")] = (prune_at, list(ids))
+            st.session_state[K("prune_page")] = 1
         except MembraneError as exc:
             st.error(f"The engine refused the preview: {md(exc, 500)}")
-    result = st.session_state.get("decay_prune_result")
+    result = st.session_state.get(K("prune_result"))
     if result is not None:
         when, ids = result
         if when != prune_at:
@@ -315,8 +312,8 @@ else:
         st.caption("Of the records your clearance sees in full: a prune you run archives no other.")
         if ids:
             pages = max(1, -(-len(ids) // PAGE_SIZE))
-            page = st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, step=1, key="decay_prune_page")
-            chunk = ids[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+            page_no = st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, step=1, key=K("prune_page"))
+            chunk = ids[(page_no - 1) * PAGE_SIZE: page_no * PAGE_SIZE]
             info = view.briefs(chunk)
             live = [rid for rid in chunk if rid in info]
             try:
@@ -328,5 +325,5 @@ else:
                 "record": clean(named.get(rid, ""), 120), "id": clean(rid, 200), "type": info[rid].type if rid in info else "(gone)",
                 "scope": clean(info[rid].scope, 200) if rid in info else "",
                 "S(as of)": at_when[rid][0] if rid in at_when else None,
-            } for rid in chunk]), hide_index=True, key="decay_prune_table",
+            } for rid in chunk]), hide_index=True, key=K("prune_table"),
                 column_config={"S(as of)": st.column_config.NumberColumn(format="%.2e")})

@@ -13,30 +13,26 @@ import zlib
 
 import streamlit as st
 
-from console import state
-from console.components.clearance import operator_view
+from console import keys, state
 from console.components.graph_view import render_graph
 from console.components.guard import engine_call
-from console.components.safe import md
-from console.components.time_input import as_of_input
-from console.components.trust_form import (LAYERS, RequestParams, seed_request_form, show_ignored_parameters,
-                                           trust_context_form)
+from console.components.page import page_preamble
+from console.components.time_picker import instant_picker
+from console.components.trust_form import LAYERS, RequestParams, seed_request_form, trust_context_form
 from console.components.words import plural
+from console.keys import TRUST_FIELDS, Param
 from membrane_engine import (DEFAULT_EDGE_LIMIT, DEFAULT_NODE_LIMIT, DEFAULT_ROOT_LIMIT, MAX_TASK_LENGTH,
                              RetrieveGraphRequest)
 
-K = "gr"
+K = keys.GRAPH
 HOPS = {"1": 1, "2": 2, "3": 3, "none": -1}
 
-st.title("What graph would this agent receive?")
-st.caption("The memory graph the engine returns for one trust context and task: ranked roots, the records their "
-           "relations reach, and the typed edges between them. Redacted records are drawn locked, with their labels "
-           "only; hidden ones are not drawn at all.")
-
 # What is drawn is limited to the signed-in operator's clearance (the view cuts the graph).
-view = operator_view("graph")
-operator = view.operator
-
+page = page_preamble(K, "What graph would this agent receive?",
+                     "The memory graph the engine returns for one trust context and task: ranked roots, the records "
+                     "their relations reach, and the typed edges between them. Redacted records are drawn locked, "
+                     "with their labels only; hidden ones are not drawn at all.", clearance_caption=False)
+view = page.view
 
 
 def _bounded(name: str, value: str | None, low: int, high: int, default: int, problems: list[str]) -> int:
@@ -56,46 +52,43 @@ def _bounded(name: str, value: str | None, low: int, high: int, default: int, pr
 
 # The request lives in the URL (a link, a reload, Back / Forward restore it); the trust context is
 # the session's shared one when the URL names none (console/state.py).
-URL_WIDGETS = (*state.trust_widgets(K), *(f"{K}_{w}" for w in ("task", "types", "hops", "roots", "nodes", "edges", "as_of")))
-URL_PARAMETERS = (*state.TRUST_FIELDS, "task", "memory_types", "as_of", "hops", "roots", "nodes", "edges")
-seed = state.page_query("graph", widgets=URL_WIDGETS)
-if seed is None and f"{K}_roots" not in st.session_state:  # widgets gone with a page change
-    seed = st.query_params.to_dict()
+URL_WIDGETS = (*state.trust_widgets(K.prefix), *(K(w) for w in ("task", "types", "hops", "roots", "nodes", "edges", "as_of")))
+URL_PARAMETERS = (*TRUST_FIELDS, Param.TASK, Param.MEMORY_TYPES, Param.AS_OF, Param.HOPS, Param.ROOTS, Param.NODES,
+                  Param.EDGES)
+seed = page.seed_from_url(URL_WIDGETS, drawn=K("roots"))
 if seed is not None:
-    seed_request_form(K, seed)
-    problems: list[str] = []
-    if "hops" in seed and seed["hops"] not in HOPS:
-        problems.append(state.ignored_parameter("hops", seed["hops"], ", ".join(HOPS)))
-    st.session_state[f"{K}_hops"] = seed.get("hops") if seed.get("hops") in HOPS else "1"
-    st.session_state[f"{K}_roots"] = _bounded("roots", seed.get("roots"), 1, 100, DEFAULT_ROOT_LIMIT, problems)
-    st.session_state[f"{K}_nodes"] = _bounded("nodes", seed.get("nodes"), 1, 500, DEFAULT_NODE_LIMIT, problems)
-    st.session_state[f"{K}_edges"] = _bounded("edges", seed.get("edges"), 1, 2000, DEFAULT_EDGE_LIMIT, problems)
-    st.session_state[f"{K}_link_problems"] = problems + state.unknown_parameters(seed, URL_PARAMETERS)
-show_ignored_parameters(K)
-for problem in st.session_state.get(f"{K}_link_problems", []):
-    st.warning(md(problem, 300), icon=":material/link_off:")
+    _, problems = seed_request_form(K.prefix, seed)
+    if Param.HOPS in seed and seed[Param.HOPS] not in HOPS:
+        problems.append(state.ignored_parameter(Param.HOPS, seed[Param.HOPS], ", ".join(HOPS)))
+    st.session_state[K("hops")] = seed.get(Param.HOPS) if seed.get(Param.HOPS) in HOPS else "1"
+    st.session_state[K("roots")] = _bounded(Param.ROOTS, seed.get(Param.ROOTS), 1, 100, DEFAULT_ROOT_LIMIT, problems)
+    st.session_state[K("nodes")] = _bounded(Param.NODES, seed.get(Param.NODES), 1, 500, DEFAULT_NODE_LIMIT, problems)
+    st.session_state[K("edges")] = _bounded(Param.EDGES, seed.get(Param.EDGES), 1, 2000, DEFAULT_EDGE_LIMIT, problems)
+    page.link_problems(problems + state.unknown_parameters(seed, URL_PARAMETERS))
+else:
+    page.link_problems()
 
 controls, results = st.columns([2, 4], gap="medium")  # the form stays readable at 1024 px
 with controls:
     st.subheader("Agent and task")
     # Only the scopes of records your clearance sees are offered (a scope is a label too).
-    trust = trust_context_form(K, view.scopes())
-    task = st.text_input("Task descriptor", key=f"{K}_task", max_chars=MAX_TASK_LENGTH, placeholder="e.g. fix flaky pytest test in CI",
+    trust = trust_context_form(K.prefix, view.scopes())
+    task = st.text_input("Task descriptor", key=K("task"), max_chars=MAX_TASK_LENGTH, placeholder="e.g. fix flaky pytest test in CI",
                          help="Ranks the roots (and finds entities it names); empty ranks by salience")
-    types = st.multiselect("Memory types of the roots", LAYERS, key=f"{K}_types", help="Empty: every type")
-    hops = st.segmented_control("Hops from the roots", list(HOPS), key=f"{K}_hops",
+    types = st.multiselect("Memory types of the roots", LAYERS, key=K("types"), help="Empty: every type")
+    hops = st.segmented_control("Hops from the roots", list(HOPS), key=K("hops"),
                                 help="How far the walk over relations goes; none: the roots only")
     # One above the other: three side by side in the form's column cut the numbers at 1024 px.
-    root_limit = st.number_input("Roots, at most", 1, 100, key=f"{K}_roots")
-    node_limit = st.number_input("Nodes, at most", 1, 500, key=f"{K}_nodes")
-    edge_limit = st.number_input("Edges, at most", 1, 2000, key=f"{K}_edges")
-    as_of = as_of_input(f"{K}_as_of", label="As of (UTC)", help="Salience S(t) at this instant")
+    root_limit = st.number_input("Roots, at most", 1, 100, key=K("roots"))
+    node_limit = st.number_input("Nodes, at most", 1, 500, key=K("nodes"))
+    edge_limit = st.number_input("Edges, at most", 1, 2000, key=K("edges"))
+    as_of = instant_picker(K("as_of"), "As of", help="Salience S(t) at this instant")
 
 query = RequestParams(trust=trust, task=task, memory_types=tuple(t for t in LAYERS if t in types), as_of=as_of).to_query()
-query = {k: v for k, v in query.items() if k not in ("min_salience", "limit")}
-query.update({"hops": hops or "1", "roots": str(int(root_limit)), "nodes": str(int(node_limit)),
-              "edges": str(int(edge_limit))})
-state.keep_page_query("graph", query)
+query = {k: v for k, v in query.items() if k not in (Param.MIN_SALIENCE, Param.LIMIT)}
+query.update({Param.HOPS: hops or "1", Param.ROOTS: str(int(root_limit)), Param.NODES: str(int(node_limit)),
+              Param.EDGES: str(int(edge_limit))})
+page.keep_in_url(query)
 
 request = RetrieveGraphRequest(trust=trust, task_descriptor=task, memory_types=types, root_limit=int(root_limit),
                                node_limit=int(node_limit), edge_limit=int(edge_limit),
@@ -123,6 +116,6 @@ with results:
     predicates = sorted({e.predicate for e in graph.edges})
     # Keyed by the set of edge types: another graph starts with all of its types drawn.
     shown = st.pills("Edge types", predicates, selection_mode="multi", default=predicates,
-                     key=f"{K}_predicates_{zlib.crc32('|'.join(predicates).encode()):08x}",
+                     key=K("predicates", f"{zlib.crc32('|'.join(predicates).encode()):08x}"),
                      help="Which typed edges to draw") if predicates else []
-    render_graph(graph, key=K, predicates=list(shown or []))
+    render_graph(graph, key=K.prefix, predicates=list(shown or []))

@@ -15,7 +15,9 @@ import pandas as pd
 import streamlit as st
 
 from console.cli import MAX_UPLOAD_MB
-from console.components.clearance import describe, operator_view
+from console import keys
+from console.components.clearance import describe
+from console.components.page import page_preamble
 from console.components.safe import clean, md
 from console.components.exposure_view import preview_profiles, show_exposures, widening_confirmed
 from console.components.trust_form import trust_context_form
@@ -24,11 +26,12 @@ from membrane_engine import TYPE_NAMES, Sensitivity, Verdict, import_exposures, 
 from membrane_engine import export_root as private_export_root
 from membrane_engine.errors import AlreadyExistsError, MembraneError, ValidationError
 
-PARSED_KEY = "ie_parsed"
-IMPORT_RESULT_KEY = "ie_import_result"
-EXPOSURES_KEY = "ie_exposures"
+K = keys.IMPORT_EXPORT
+PARSED_KEY = K("parsed")
+IMPORT_RESULT_KEY = K("import_result")
+EXPOSURES_KEY = K("exposures")
 UPLOAD_CHUNK = 1 << 20  # bytes copied at a time from an upload to its file
-EXPORT_KEY = "ie_export"
+EXPORT_KEY = K("export")
 UNSCOPED = "(unscoped)"
 _RECORD_LOC = re.compile(r"^record (\d+)(?::\s*(.*))?$")
 
@@ -70,12 +73,11 @@ def _remove_export(folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-view = operator_view("import-export")
-clearance = view.clearance
-
-st.title("Import / export")
-st.caption("Records travel in Membrane's JSON shape: a `.json` array or `.jsonl` (one record per line). An import "
-           "is all or nothing: one bad record and nothing is written.")
+page = page_preamble(K, "Import / export",
+                     "Records travel in Membrane's JSON shape: a `.json` array or `.jsonl` (one record per line). An "
+                     "import is all or nothing: one bad record and nothing is written.", clearance_caption=False)
+view = page.view
+clearance = page.clearance
 
 tab_in, tab_out = st.tabs(["Import", "Export"])
 
@@ -102,7 +104,7 @@ with tab_in:
         st.info(f"Import is not available to you: {why_not}.", icon=":material/lock:")
         upload = None
     else:
-        upload = st.file_uploader("Membrane JSON or JSONL file", type=["json", "jsonl"], key="ie_upload",
+        upload = st.file_uploader("Membrane JSON or JSONL file", type=["json", "jsonl"], key=K("upload"),
                                   help="A .json file holds an array of records (or one record); .jsonl one record "
                                   f"per line; at most {MAX_UPLOAD_MB} MB")
     if upload is not None and upload.size > MAX_UPLOAD_MB * 1024 * 1024:
@@ -143,7 +145,7 @@ with tab_in:
                 else:
                     st.error(f"Import refused, nothing was written: {len(bad):,} problem(s) in "
                              f"{plural(records_bad, 'record')}.", icon=":material/block:")
-                st.dataframe(bad, hide_index=True, key="ie_problems",
+                st.dataframe(bad, hide_index=True, key=K("problems"),
                              column_config={"message": st.column_config.TextColumn(width="large")})
             else:
                 st.error(f"Import failed, nothing was written: {md(detail, 800)}")
@@ -173,9 +175,9 @@ with tab_in:
                     st.session_state[EXPOSURES_KEY] = cached
                 exposures = cached[1]
                 if exposures.widens:
-                    show_exposures(exposures, origin, key="ie_exposure")
-                access_ok = widening_confirmed(exposures, "ie_widen")
-            go = st.button(f"Import {plural(in_file, 'record')}", type="primary", key="ie_import",
+                    show_exposures(exposures, origin, key=K("exposure"))
+                access_ok = widening_confirmed(exposures, K("widen"))
+            go = st.button(f"Import {plural(in_file, 'record')}", type="primary", key=K("import"),
                            disabled=not in_file or bool(existing) or not access_ok)
             if go and existing:  # checked in the run that imports, not only by the button
                 st.error("Not imported: ids of the file are already in the store.")
@@ -209,12 +211,12 @@ with tab_in:
 # ----------------------------------------------------------------------------- export
 
 with tab_out:
-    what = st.radio("What to export", ["Whole store", "Ids", "Filter"], horizontal=True, key="ie_what",
+    what = st.radio("What to export", ["Whole store", "Ids", "Filter"], horizontal=True, key=K("what"),
                     format_func={"Whole store": "The whole store", "Ids": "Ids I type or paste",
                                  "Filter": "A filter by type / scope / sensitivity"}.get)
     ids: list[str] | None = None
     if what == "Ids":
-        pasted = st.text_area("Record ids (one per line, or separated by commas or spaces)", key="ie_ids", height=120)
+        pasted = st.text_area("Record ids (one per line, or separated by commas or spaces)", key=K("ids"), height=120)
         wanted = list(dict.fromkeys(t for t in re.split(r"[\s,;]+", pasted) if t))
         seen = view.explain_many(wanted, clearance) if wanted else {}
         ids = [i for i in wanted if seen.get(i, Verdict.HIDDEN) is not Verdict.HIDDEN]
@@ -225,28 +227,28 @@ with tab_out:
                        + ", ".join(md(i, 60) for i in unknown[:10]) + (" …" if len(unknown) > 10 else ""))
     elif what == "Filter":
         f1, f2, f3 = st.columns(3)
-        types = f1.multiselect("Types", TYPE_NAMES, key="ie_types")
-        scopes = f2.multiselect("Scopes", [UNSCOPED] + view.scopes(), key="ie_scopes")
-        sens = f3.multiselect("Sensitivity", [s.value for s in Sensitivity], key="ie_sens")
+        types = f1.multiselect("Types", TYPE_NAMES, key=K("types"))
+        scopes = f2.multiselect("Scopes", [UNSCOPED] + view.scopes(), key=K("scopes"))
+        sens = f3.multiselect("Sensitivity", [s.value for s in Sensitivity], key=K("sens"))
         ids = view.filter_ids(types=types, scopes=["" if s == UNSCOPED else s for s in scopes], sensitivities=sens)
     total = view.count() if ids is None else len(ids)
     st.text(f"Selected: {plural(total, 'record')}.")
 
     c1, c2 = st.columns([1, 3])
-    fmt = c1.radio("Format", ["json", "jsonl"], key="ie_format", horizontal=True)
+    fmt = c1.radio("Format", ["json", "jsonl"], key=K("format"), horizontal=True)
     gated = c2.checkbox("Only what a trust context may see (hidden records left out, redacted ones as metadata)",
-                        key="ie_gated")
+                        key=K("gated"))
     st.caption(f"Exports go through your clearance ({describe(clearance)}): records beyond it are left out or "
                "written as their redacted view.")
     # The engine gates the export by the clearance, or by the stricter of it and a chosen context.
     trust = None  # the view narrows any context to the clearance; None: the clearance itself
     if gated:
         with st.expander("Trust context", expanded=True):
-            trust = trust_context_form("ie_trust", view.scopes())
+            trust = trust_context_form(K("trust"), view.scopes())
 
     signature = hash((what, tuple(ids) if ids is not None else None, fmt,
                       trust.model_dump_json() if trust is not None else None))
-    if st.button("Prepare the export file", type="primary", key="ie_prepare", disabled=total == 0):
+    if st.button("Prepare the export file", type="primary", key=K("prepare"), disabled=total == 0):
         previous = st.session_state.pop(EXPORT_KEY, None)
         if previous:
             _remove_export(Path(previous["path"]).parent)
@@ -272,7 +274,7 @@ with tab_out:
                    icon=":material/inventory_2:")
         export_path = Path(prepared["path"])
         st.download_button(f"Download {export_path.name}", data=lambda: export_path.read_bytes(),
-                           file_name=export_path.name, key="ie_download", on_click="ignore",
+                           file_name=export_path.name, key=K("download"), on_click="ignore",
                            mime="application/json" if prepared["format"] == "json" else "application/x-ndjson")
         st.caption("Written to a temporary file through the engine's streaming export; prepare again after the store "
                    "changes.")

@@ -14,16 +14,22 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from console.components.clearance import operator_view, signed_in
+from console import keys
+from console.components.page import page_preamble
 from console.components.safe import clean, md
-from membrane_engine import Operator, OperatorView, Role, Sensitivity
+from membrane_engine import Operator, Role, Sensitivity
 from membrane_engine.errors import AccessDeniedError, MembraneError
 
+K = keys.OPERATORS
 ACTION = "manage_operators"
-RESULT_KEY = "operators_result"
-RESET_KEY = "operators_reset"
+RESULT_KEY = K("result")
+RESET_KEY = K("reset")
 ROLES = [r.value for r in Role]
 LEVELS = [s.value for s in Sensitivity]
+
+
+page = page_preamble(K, "Operators", clearance_caption=False)
+me = page.operator
 
 
 # ----------------------------------------------------------------------------- the engine
@@ -32,29 +38,25 @@ LEVELS = [s.value for s in Sensitivity]
 # actor operator:NAME; the list is the view's too (admins only).
 
 
-def view() -> OperatorView:
-    return operator_view("operators")
-
-
 def may_manage() -> tuple[bool, str]:
     """May the signed-in operator, as the store has them now, manage operators?"""
-    return view().may(ACTION)
+    return page.view.may(ACTION)
 
 
 def roster() -> list[tuple[Operator, bool, bool]]:
-    return view().operator_roster()
+    return page.view.operator_roster()
 
 
 def add(name: str, role: str, clearance: str, scopes: str, email: str) -> None:
-    view().add_operator(name, role, clearance, scopes, email=email or None)
+    page.view.add_operator(name, role, clearance, scopes, email=email or None)
 
 
 def change(name: str, changes: dict[str, str]) -> None:
-    view().set_operator(name, **changes)
+    page.view.set_operator(name, **changes)
 
 
 def remove(name: str) -> None:
-    view().remove_operator(name)
+    page.view.remove_operator(name)
 
 
 # ----------------------------------------------------------------------------- the page
@@ -78,17 +80,15 @@ def submit(what: str, write) -> None:
     st.session_state[RESET_KEY] = True
 
 
-st.title("Operators")
-me = signed_in()
 allowed, reason = may_manage()
 if not allowed:
     st.error(f"Managing operators needs the admin role ({md(reason, 300)}).", icon=":material/block:")
     st.stop()
 
 if st.session_state.pop(RESET_KEY, False):
-    for key in ("op_add_name", "op_add_scopes", "op_add_email"):
+    for key in (K("add_name"), K("add_scopes"), K("add_email")):
         st.session_state[key] = ""
-    st.session_state["op_remove_confirm"] = False
+    st.session_state[K("remove_confirm")] = False
 result = st.session_state.pop(RESULT_KEY, None)
 if result is not None:
     (st.success if result[0] == "success" else st.error)(result[1])
@@ -107,20 +107,20 @@ st.dataframe(pd.DataFrame([{
     "verifies": "yes" if verifies else "NO: changed outside the engine, signs no one in",
 } for op, has_password, verifies in people], columns=["name", "role", "clearance", "scopes", "email", "password set",
                                                       "verifies"]),
-    hide_index=True, key="operators_table")
+    hide_index=True, key=K("table"))
 
 names = [op.name for op, _, _ in people]
 tab_add, tab_change, tab_remove = st.tabs(["Add", "Change", "Remove"])
 
 with tab_add:
-    with st.form("operators_add_form"):
-        name = st.text_input("Name (letters, digits, _.@-)", key="op_add_name", max_chars=64)
-        role = st.selectbox("Role", ROLES, key="op_add_role")
+    with st.form(K("add_form")):
+        name = st.text_input("Name (letters, digits, _.@-)", key=K("add_name"), max_chars=64)
+        role = st.selectbox("Role", ROLES, key=K("add_role"))
         clearance = st.selectbox("Clearance (max sensitivity)", LEVELS, index=LEVELS.index("medium"),
-                                 key="op_add_clearance")
-        scopes = st.text_input("Scopes (comma-separated; empty: every scope)", key="op_add_scopes")
-        email = st.text_input("E-mail (optional; signs in through OpenID Connect or a proxy)", key="op_add_email")
-        if st.form_submit_button("Add operator", key="op_add_submit"):
+                                 key=K("add_clearance"))
+        scopes = st.text_input("Scopes (comma-separated; empty: every scope)", key=K("add_scopes"))
+        email = st.text_input("E-mail (optional; signs in through OpenID Connect or a proxy)", key=K("add_email"))
+        if st.form_submit_button("Add operator", key=K("add_submit")):
             submit(f"Add {name.strip()}", lambda: add(name.strip(), role, clearance, scopes, email.strip()))
             st.rerun()
 
@@ -128,17 +128,17 @@ with tab_change:
     if not names:
         st.info("No operators yet.")
     else:
-        target = st.selectbox("Operator", names, key="op_change_name")
+        target = st.selectbox("Operator", names, key=K("change_name"))
         current = next(op for op, _, _ in people if op.name == target)
-        with st.form("operators_change_form"):
-            new_role = st.selectbox("Role", ROLES, index=ROLES.index(current.role.value), key="op_change_role")
+        with st.form(K("change_form")):
+            new_role = st.selectbox("Role", ROLES, index=ROLES.index(current.role.value), key=K("change_role"))
             new_level = st.selectbox("Clearance (max sensitivity)", LEVELS,
-                                     index=LEVELS.index(current.max_sensitivity.value), key="op_change_clearance")
+                                     index=LEVELS.index(current.max_sensitivity.value), key=K("change_clearance"))
             new_scopes = st.text_input("Scopes (comma-separated; empty: every scope)", value=", ".join(current.scopes),
-                                       key=f"op_change_scopes_{target}")
+                                       key=K("change_scopes", target))
             new_email = st.text_input("E-mail (empty: none)", value=current.email or "",
-                                      key=f"op_change_email_{target}")
-            if st.form_submit_button("Save changes", key="op_change_submit"):
+                                      key=K("change_email", target))
+            if st.form_submit_button("Save changes", key=K("change_submit")):
                 changes: dict[str, str] = {}
                 if new_role != current.role.value:
                     changes["role"] = new_role
@@ -160,8 +160,8 @@ with tab_remove:
     if not names:
         st.info("No operators yet.")
     else:
-        victim = st.selectbox("Operator", names, key="op_remove_name")
-        confirmed = st.checkbox(f"Yes, remove {md(victim, 64)} and end their sessions", key="op_remove_confirm")
-        if st.button("Remove operator", key="op_remove_submit", disabled=not confirmed, type="primary") and confirmed:
+        victim = st.selectbox("Operator", names, key=K("remove_name"))
+        confirmed = st.checkbox(f"Yes, remove {md(victim, 64)} and end their sessions", key=K("remove_confirm"))
+        if st.button("Remove operator", key=K("remove_submit"), disabled=not confirmed, type="primary") and confirmed:
             submit(f"Remove {victim}", lambda: remove(victim))
             st.rerun()

@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pandas as pd
 import streamlit as st
 
-from console import state
+from console import keys
 from console.components import glance
 from console.components.colours import BRAND
 from console.components import overview_data as counted
-from console.components.clearance import key_of, operator_view
-from console.components.safe import clean, md
-from console.components.time_input import as_of_input
+from console.components.clearance import key_of
+from console.components.page import ignored, page_preamble
+from console.components.safe import clean
+from console.components.time_picker import from_param, instant_picker, set_instant, to_param
 from console.components.words import SENSITIVITY_ORDER, plural
-from membrane_engine import BUCKETS, format_time, parse_time
+from console.keys import Param
+from membrane_engine import BUCKETS, format_time
 
-# Counts by label only, and only of the records the clearance sees (the view computes them); the
-# rest is one total, counted now.
-view = operator_view("overview")
-clearance = key_of(view.clearance)
+K = keys.OVERVIEW
 MAX_SCOPES = 200  # rows of the scope table (the largest first): it scrolls
 
 
@@ -47,23 +46,26 @@ HELP = {
 }
 
 
-st.title("Overview")
+# Counts by label only, and only of the records the clearance sees (the view computes them); the
+# rest is one total, counted now.
+page = page_preamble(K, "Overview", clearance_caption=False)
+view = page.view
+clearance = key_of(page.clearance)
 top = st.columns([3, 2])
 top[0].caption("The memory store at a glance. Every number is computed by the engine at the chosen instant.")
 # The instant lives in the URL (?as_of=...), so a link, a reload and Back / Forward restore it.
-seed = state.page_query("overview", trust_prefix=None, widgets=("overview_as_of",))
+seed = page.seed_from_url((K("as_of"),), trust_prefix=None)
 if seed is not None:
-    try:
-        moment = parse_time(seed["as_of"]) if seed.get("as_of") else None
-    except ValueError:
-        moment = None
-        st.warning(f"Link parameter ignored: as_of {md(seed['as_of'], 80)} is not an ISO 8601 time.")
-    st.session_state["overview_as_of"] = moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
+    moment, problem = from_param(Param.AS_OF, seed.get(Param.AS_OF, ""))
+    set_instant(K("as_of"), moment)
+    page.link_problems([ignored(problem)] if problem else [])
+else:
+    page.link_problems()
 with top[1]:
-    as_of = as_of_input("overview_as_of", label="As of (UTC)",
-                        help="Every number counts the records created and the audit entries written by this instant; "
-                             "salience is S(t) at it.")
-state.keep_page_query("overview", {"as_of": format_time(as_of)} if as_of is not None else {}, trust_prefix=None)
+    as_of = instant_picker(K("as_of"), "As of",
+                           help="Every number counts the records created and the audit entries written by this "
+                                "instant; salience is S(t) at it.")
+page.keep_in_url({Param.AS_OF: to_param(as_of)} if as_of is not None else {}, trust_prefix=None)
 now = view.now()
 when = as_of or now
 key_time = counted.minute_of(when) if as_of is None else when
@@ -122,7 +124,7 @@ with left:
     st.subheader("Records by type and sensitivity")
     cells = breakdown["by_type_sensitivity"]
     frame = pd.DataFrame([{"type": t, **{s: cells[t][s] for s in SENSITIVITY_ORDER}} for t in cells])
-    st.dataframe(glance.heat(frame, SENSITIVITY_ORDER), hide_index=True, width="stretch", key="ov_heat",
+    st.dataframe(glance.heat(frame, SENSITIVITY_ORDER), hide_index=True, width="stretch", key=K("heat"),
                  column_config={"type": st.column_config.TextColumn("type", pinned=True)})
 with right:
     st.subheader("Records by scope")
@@ -130,7 +132,7 @@ with right:
     shown = list(scopes.items())[:MAX_SCOPES]
     frame = pd.DataFrame({"scope": [clean(s, 80) if s else "(unscoped)" for s, _ in shown],
                           "records": [n for _, n in shown]})
-    st.dataframe(frame, hide_index=True, width="stretch", key="ov_scope", column_config={
+    st.dataframe(frame, hide_index=True, width="stretch", key=K("scope"), column_config={
         "records": st.column_config.ProgressColumn("records", format="localized", min_value=0,
                                                    max_value=max([n for _, n in shown], default=1))})
     if len(scopes) > len(shown):
@@ -143,7 +145,7 @@ with left:
     # Membrane's bands; the last counts everything from 0.8 up, pinned records above 1 included.
     frame = pd.DataFrame({"S(as of)": [b if b != BUCKETS[-1] else "0.8 and above" for b in buckets],
                           "records": list(buckets.values())})
-    st.dataframe(frame, hide_index=True, width="stretch", key="ov_hist", column_config={
+    st.dataframe(frame, hide_index=True, width="stretch", key=K("hist"), column_config={
         "S(as of)": st.column_config.TextColumn(help="S at the instant, lower bound included; the last band "
                                                      "includes records above 1 (pinned by an operator)"),
         "records": st.column_config.ProgressColumn("records", format="localized", min_value=0,
@@ -158,7 +160,7 @@ with right:
         first, last, width, series = glance.counts_over_time(activity)
         frame = pd.DataFrame({"action": list(series), "entries": [sum(v) for v in series.values()],
                               "over time": list(series.values())}).sort_values("entries", ascending=False)
-        st.dataframe(glance.action_colors(frame), hide_index=True, width="stretch", key="ov_audit", column_config={
+        st.dataframe(glance.action_colors(frame), hide_index=True, width="stretch", key=K("audit"), column_config={
             "entries": st.column_config.NumberColumn("entries", format="localized"),
             "over time": st.column_config.BarChartColumn(
                 f"{'per day' if width == 1 else f'per {width} days'}, {first} to {last}", y_min=0, color=BRAND)})

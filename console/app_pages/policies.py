@@ -11,23 +11,23 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from console import auth
+from console import auth, keys
 from console.components import policy_source
 from console.components.audit_table import link_column, record_link
-from console.components.clearance import operator_view
 from console.components.colours import ASSERTION_STYLES
+from console.components.page import page_preamble
 from console.components.safe import clean, md
 from console.components.words import plural
 from membrane_engine import covers
 
-view = operator_view("policies")
-st.title("Policies")
-st.caption("Agent profiles and assertions about what each may see, written down in a TOML file and checked "
-           "like tests (`membrane-console check FILE` in CI). Nothing here writes to the store.")
+K = keys.POLICIES
+page = page_preamble(K, "Policies",
+                     "Agent profiles and assertions about what each may see, written down in a TOML file and checked "
+                     "like tests (`membrane-console check FILE` in CI). Nothing here writes to the store.",
+                     clearance_caption=False)
+view = page.view
 
-
-
-REFUSED_KEY = "policy_upload_refused"  # why the last file sent was not used
+REFUSED_KEY = K("upload_refused")  # why the last file sent was not used
 
 
 def _uploaded() -> None:
@@ -35,7 +35,7 @@ def _uploaded() -> None:
     the operator adding or removing a file changes the session's policy. The file is parsed
     here, once, not on every run of a page that uses it."""
     st.session_state.pop(REFUSED_KEY, None)
-    upload = st.session_state.get("policy_file")
+    upload = st.session_state.get(K("file"))
     if upload is None:
         policy_source.drop_upload()
         return
@@ -49,7 +49,7 @@ with st.expander("Use another policy file", expanded=False):
     if may_replace:
         # max_upload_size (whole MB) has the browser refuse a large file before sending it;
         # take_upload holds the real limit.
-        st.file_uploader("Policy file (TOML)", type=["toml"], key="policy_file", on_change=_uploaded,
+        st.file_uploader("Policy file (TOML)", type=["toml"], key=K("file"), on_change=_uploaded,
                          max_upload_size=1,
                          help=f"At most {policy_source.MAX_UPLOAD_BYTES // 1024} KB. Used for this session: this "
                               "page, the previews of Curate and Import, and the profile presets of the trust forms")
@@ -65,7 +65,7 @@ if source.error is not None:
     st.error(f"The policy file is invalid: {len(source.error.located)} problem(s). `membrane-console check` "
              "exits 2 on it.", icon=":material/error:")
     st.dataframe(pd.DataFrame([{"line": line, "key": clean(key, 200), "problem": clean(msg, 500)}
-                               for line, key, msg in source.error.located]), hide_index=True, key="pol_errors")
+                               for line, key, msg in source.error.located]), hide_index=True, key=K("errors"))
     st.stop()
 if source.policy is None:
     st.info("No policy file is active. Start the console with `--policies FILE` (or set MEMBRANE_POLICIES), or "
@@ -73,19 +73,18 @@ if source.policy is None:
     st.stop()
 
 policy = source.policy
-operator = view.operator
-clearance = operator.clearance
+clearance = page.clearance
 
 
 def evaluated(policy, state: tuple, clearance_key: str):
     """The check, the coverage and each profile's verdict counts over what the operator's
     clearance sees (the view's), kept for this session until the store, the clearance or the
     file changes (a rerun of the page, say a widget, costs nothing at 1M)."""
-    kept = st.session_state.get("pol_evaluated")  # holds the policy itself: compared by identity
+    kept = st.session_state.get(K("evaluated"))  # holds the policy itself: compared by identity
     if kept is None or kept[0][0] != (state, clearance_key) or kept[0][1] is not policy:
         kept = (((state, clearance_key), policy), view.check_policy(policy), view.policy_coverage(policy),
                 view.policy_profile_counts(policy))
-        st.session_state["pol_evaluated"] = kept
+        st.session_state[K("evaluated")] = kept
     return kept[1:]
 
 
@@ -121,7 +120,7 @@ for name, p in sorted(policy.profiles.items()):
                  "scopes": clean(", ".join(p.scopes) or "(every scope)", 300), **counts,
                  "wider than your clearance": "yes: counted over what you see" if wider else "",
                  "description": clean(p.description, 300)})
-st.dataframe(pd.DataFrame(rows), hide_index=True, key="pol_profiles")
+st.dataframe(pd.DataFrame(rows), hide_index=True, key=K("profiles"))
 st.caption("Pick a profile as the context on the Trust simulator, What-if and Selector pages (Preset: Profile: NAME).")
 
 # ----------------------------------------------------------------------------- assertions
@@ -136,7 +135,7 @@ for o in report.outcomes:
     table.append({"status": "holds" if o.passed else "FAILS", "line": line, "assertion": clean(o.title, 300),
                   "profile": clean(a.profile, 80), "records": clean(a.records.describe(), 300), "rule": rule,
                   "matched": o.matched, **o.counts, "result": clean(o.message, 500)})
-st.dataframe(pd.DataFrame(table).style.map(ASSERTION_STYLES.get, subset=["status"]), hide_index=True, key="pol_asserts",
+st.dataframe(pd.DataFrame(table).style.map(ASSERTION_STYLES.get, subset=["status"]), hide_index=True, key=K("asserts"),
              column_config={"result": st.column_config.TextColumn(width="large")})
 
 
@@ -152,7 +151,7 @@ for o in failed:
             "scope": clean(r.scope or "(unscoped)", 120),
             "tags": clean(", ".join(r.tags), 300) if r.tags is not None else "",  # None: the profile sees nothing
             "verdict": r.verdict, "reasons (explain)": clean("; ".join(r.reasons), 600)} for r in visible]),
-            hide_index=True, key=f"pol_fail_{o.index}",
+            hide_index=True, key=K("fail", o.index),
             column_config={"id": link_column("id"), "reasons (explain)": st.column_config.TextColumn(width="large")})
     withheld = o.offending - len(visible)
     if withheld:
@@ -173,11 +172,11 @@ with c1:
     else:
         st.caption("Every profile has at least one assertion.")
     st.dataframe(pd.DataFrame([{"profile": clean(k, 80), "records its assertions select": v}
-                               for k, v in cov["per_profile"].items()]), hide_index=True, key="pol_cov_profiles")
+                               for k, v in cov["per_profile"].items()]), hide_index=True, key=K("cov_profiles"))
 with c2:
     cov_rows = [{"by": dim, "value": clean(value, 120), "records": total, "not covered": missed}
                 for dim, values in cov["by"].items() for value, (total, missed) in values.items()]
-    st.dataframe(pd.DataFrame(cov_rows), hide_index=True, key="pol_cov")
+    st.dataframe(pd.DataFrame(cov_rows), hide_index=True, key=K("cov"))
 
 # ----------------------------------------------------------------------------- snapshot
 
@@ -187,7 +186,7 @@ st.caption("What each profile sees (id and verdict per record, sorted): commit i
 if beyond:
     st.caption("Downloading a snapshot needs a clearance that sees every record: it names every record each "
                "profile sees, and one short of the store would make `--against` report changes that are not.")
-elif st.button("Prepare the snapshot", key="pol_snap"):
+elif st.button("Prepare the snapshot", key=K("snap")):
     st.download_button("Download snapshot (JSON lines)", "".join(view.policy_snapshot_lines(policy)),
                        file_name="policy-snapshot.jsonl",
-                       mime="application/x-ndjson", key="pol_snap_dl")
+                       mime="application/x-ndjson", key=K("snap_dl"))

@@ -16,23 +16,26 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from console.components.clearance import clearance_caption, key_of, operator_view
+from console import keys
+from console.components.clearance import key_of
 from console.components.bulk_view import bulk_panel, show_results
 from console.components.graph_view import neighbourhood
+from console.components.page import page_preamble
 from console.components.record_detail import render_record
 from console.components.safe import clean, md
-from console.components.time_input import as_of_input
+from console.components.time_picker import instant_picker
 from console.components.trust_form import LAYERS, SENSITIVITIES
+from console.keys import Param
 from membrane_engine import MAX_SEARCH_TEXT_LENGTH, NO_STATUS, SORTS, Filters, RevisionStatus, format_time
 from membrane_engine.errors import MembraneError, NotFoundError
 
-K = "rx"
+K = keys.RECORDS
 PAGE_SIZES = [25, 50, 100, 250]
 STATUSES = [s.value for s in RevisionStatus] + [NO_STATUS]
 
-view = operator_view("records")
-operator = view.operator
-clearance = operator.clearance
+page = page_preamble(K, "Record explorer", "The records of the store, filtered and searched by the engine.")
+view = page.view
+clearance = page.clearance
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -46,21 +49,21 @@ def _incoming(_view, store: tuple, record_id: str, cleared: tuple) -> list[str]:
 
 
 def open_record(record_id: str) -> None:
-    st.query_params["id"] = record_id
-    st.session_state[f"{K}_id_box"] = record_id
+    st.query_params[Param.ID] = record_id
+    st.session_state[K("id_box")] = record_id
 
 
 def close_record() -> None:
-    st.query_params.pop("id", None)
-    st.session_state[f"{K}_id_box"] = ""
+    st.query_params.pop(Param.ID, None)
+    st.session_state[K("id_box")] = ""
 
 
 def open_from_box() -> None:
-    value = st.session_state.get(f"{K}_id_box", "").strip()
+    value = st.session_state.get(K("id_box"), "").strip()
     if value:
-        st.query_params["id"] = value
+        st.query_params[Param.ID] = value
     else:
-        st.query_params.pop("id", None)
+        st.query_params.pop(Param.ID, None)
 
 
 def select_rows(table_key: str, ids_key: str) -> None:
@@ -69,7 +72,7 @@ def select_rows(table_key: str, ids_key: str) -> None:
     rows = state_.selection.rows if state_ is not None else []
     ids = st.session_state.get(ids_key, [])
     chosen = [ids[r] for r in rows if r < len(ids)]
-    st.session_state[f"{K}_selected"] = chosen
+    st.session_state[K("selected")] = chosen
     if len(chosen) == 1:
         open_record(chosen[0])
     else:
@@ -80,7 +83,7 @@ def select_rows(table_key: str, ids_key: str) -> None:
 def record_dialog() -> None:
     """The record of ``?id=`` as the clearance sees it (read inside the dialog, so a relation
     opened from it replaces it)."""
-    record_id = st.query_params.get("id", "")
+    record_id = st.query_params.get(Param.ID, "")
     try:
         # Opening a record is a read the view logs ("who looked", SPEC 10). A record seen
         # redacted is read as it is now: its salience at another instant would tell its decay,
@@ -98,81 +101,77 @@ def record_dialog() -> None:
     targets = [r.target_id for r in record.relations]
     # A target the view does not return is "not in the store" as far as this page can say.
     known = set(view.labels(targets)) if targets else set()
-    render_record(view, record, on_open=open_record, key=f"{K}_detail", known=known,
+    render_record(view, record, on_open=open_record, key=K("detail"), known=known,
                   referenced_by=None if record.redacted else _incoming(view, store, record.id, key_of(clearance)),
                   as_of=None if record.redacted else as_of)
-    neighbourhood(view, record.id, key=f"{K}_hood", as_of=as_of)
+    neighbourhood(view, record.id, key=K("hood"), as_of=as_of)
 
-
-st.title("Record explorer")
-st.caption("The records of the store, filtered and searched by the engine.")
-clearance_caption(operator)
 
 store = view.state()
 tags_available = _tags(view, store, key_of(clearance))
-selected_id = st.query_params.get("id", "")
-if f"{K}_id_box" not in st.session_state:
-    st.session_state[f"{K}_id_box"] = selected_id
+selected_id = st.query_params.get(Param.ID, "")
+if K("id_box") not in st.session_state:
+    st.session_state[K("id_box")] = selected_id
 
 # ---------------------------------------------------------------------------- filters
 
 with st.container(border=True):
     c = st.columns([3, 2, 2, 2])
-    text = c[0].text_input("Search", key=f"{K}_text", max_chars=MAX_SEARCH_TEXT_LENGTH, placeholder="id, tag or any text in the record",
+    text = c[0].text_input("Search", key=K("text"), max_chars=MAX_SEARCH_TEXT_LENGTH, placeholder="id, tag or any text in the record",
                            help="Case-insensitive substring of the id, a tag or anything in the record's JSON")
-    types = c[1].multiselect("Type", LAYERS, key=f"{K}_types")
-    sens = c[2].multiselect("Sensitivity", SENSITIVITIES, key=f"{K}_sens")
+    types = c[1].multiselect("Type", LAYERS, key=K("types"))
+    sens = c[2].multiselect("Sensitivity", SENSITIVITIES, key=K("sens"))
     scope_options = [""] + view.scopes()
-    scopes = c[3].multiselect("Scope", scope_options, key=f"{K}_scopes",
+    scopes = c[3].multiselect("Scope", scope_options, key=K("scopes"),
                               format_func=lambda s: s if s else "(unscoped)")
     c = st.columns([3, 2, 2, 2])
-    tags = c[0].multiselect("Tags (all of)", list(tags_available), key=f"{K}_tags",
+    tags = c[0].multiselect("Tags (all of)", list(tags_available), key=K("tags"),
                             format_func=lambda t: f"{t} ({tags_available.get(t, 0):,})")
-    statuses = c[1].multiselect("Revision status", STATUSES, key=f"{K}_status",
+    statuses = c[1].multiselect("Revision status", STATUSES, key=K("status"),
                                 help="Semantic records carry a revision status; 'none' selects records without one")
-    low, high = c[2].slider("Salience at as-of", 0.0, 1.0, (0.0, 1.0), step=0.01, key=f"{K}_salience",
+    low, high = c[2].slider("Salience at as-of", 0.0, 1.0, (0.0, 1.0), step=0.01, key=K("salience"),
                             help="The upper end at 1.00 includes everything above 1")
-    sort = c[3].selectbox("Sort by", SORTS, key=f"{K}_sort",
+    sort = c[3].selectbox("Sort by", SORTS, key=K("sort"),
                           format_func=lambda s: {"salience": "salience (highest first)", "newest": "newest first",
                                                  "oldest": "oldest first", "id": "id"}[s])
     c = st.columns([3, 2, 2, 2])
     with c[0]:
-        as_of = as_of_input(f"{K}_as_of", label="As of (UTC)", help="Salience is S(t) at this instant.")
-    page_size = c[1].selectbox("Rows per page", PAGE_SIZES, index=1, key=f"{K}_page_size")
+        as_of = instant_picker(K("as_of"), "As of", help="Salience is S(t) at this instant.")
+    page_size = c[1].selectbox("Rows per page", PAGE_SIZES, index=1, key=K("page_size"))
 
 filters = Filters(types=types, sensitivities=sens, scopes=scopes, tags=tags, statuses=statuses,
                   salience_min=low if low > 0 else None, salience_max=high if high < 1.0 else None, text=text)
 when = as_of or view.now()
 fingerprint = hashlib.sha1(json.dumps([filters.__dict__, sort, page_size, str(as_of)], sort_keys=True,
                                       default=str).encode()).hexdigest()[:10]
-page_key = f"{K}_page_{fingerprint}"
+page_key = K("page", fingerprint)
 page_no = int(st.session_state.get(page_key, 1) or 1)
 try:
-    total, page = view.search(filters, offset=(page_no - 1) * page_size, limit=page_size, sort=sort, as_of=when)
+    total, found = view.search(filters, offset=(page_no - 1) * page_size, limit=page_size, sort=sort, as_of=when)
 except MembraneError as exc:
     st.error(f"The engine refused the search: {exc}")
     st.stop()
 pages = max(1, -(-total // page_size))
 if page_no > pages:  # the store shrank under us
     page_no = 1
-    total, page = view.search(filters, offset=0, limit=page_size, sort=sort, as_of=when)
+    total, found = view.search(filters, offset=0, limit=page_size, sort=sort, as_of=when)
 
 head = st.columns([1, 1, 3])
 head[0].metric("Matching records", f"{total:,}")
 head[1].metric("In the store", f"{view.count():,}", help="Records your clearance sees")
 
-show_results(f"{K}_bulk")
+show_results(K("bulk"))
 selected: list[str] = []
 if not total:
     st.info("No record matches these filters.")
 else:
     offset = (page_no - 1) * page_size
-    st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {total:,}. Select a row to open the record; "
+    st.caption(f"Showing {offset + 1:,}–{offset + len(found):,} of {total:,}. Select a row to open the record; "
                "select several to apply one operation to all of them.")
-    ids_key = f"{K}_page_ids"
-    st.session_state[ids_key] = [r.id for r in page]
+    ids_key = K("page_ids")
+    st.session_state[ids_key] = [r.id for r in found]
     # Each record named by what it says, as the clearance may read it (a redacted one by its type).
-    names = view.labels([r.id for r in page])
+    names = view.labels([r.id for r in found])
     frame = pd.DataFrame([{
         "summary": clean(names.get(r.id, "") or r.id, 200), "type": r.type.value,
         # A redacted row's salience at another instant would tell its decay: shown only for now.
@@ -181,11 +180,11 @@ else:
         "scope": clean(r.scope, 200) if r.scope else "(unscoped)", "tags": clean(", ".join(r.tags), 300),
         "confidence": round(r.confidence, 3), "created": format_time(r.created_at)[:16].replace("T", " "),
         "id": clean(r.id, 200),
-    } for r in page])
+    } for r in found])
     # The selection is by row position: a page whose rows changed (a write re-sorted it) is a new
     # table with no selection, so a selection always names the records the operator ticked.
     rows_seen = hashlib.sha1("\n".join(st.session_state[ids_key]).encode()).hexdigest()[:10]
-    table_key = f"{K}_table_{fingerprint}_{page_no}_{rows_seen}"
+    table_key = K("table", fingerprint, page_no, rows_seen)
     event = st.dataframe(frame, hide_index=True, width="stretch", key=table_key,
                          on_select=partial(select_rows, table_key, ids_key), selection_mode="multi-row",
                          column_config={"summary": st.column_config.TextColumn(width="large", pinned=True),
@@ -201,14 +200,14 @@ else:
 
 if len(selected) > 1:
     with st.container(border=True):
-        bulk_panel(view, selected, key=f"{K}_bulk")
+        bulk_panel(view, selected, key=K("bulk"))
 
 # ---------------------------------------------------------------------------- one record
 
 st.divider()
 box = st.columns([4, 1])
-box[0].text_input("Open record by id", key=f"{K}_id_box", on_change=open_from_box,
+box[0].text_input("Open record by id", key=K("id_box"), on_change=open_from_box,
                   placeholder="paste an id, or select a row above")
-if st.query_params.get("id", ""):
-    box[1].button("Close", on_click=close_record, key=f"{K}_close", width="stretch")
+if st.query_params.get(Param.ID, ""):
+    box[1].button("Close", on_click=close_record, key=K("close"), width="stretch")
     record_dialog()

@@ -8,79 +8,74 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from console import state
-from console.components.clearance import clearance_caption, operator_view
+from console import keys, state
 from console.components.chart_safety import plot_text, tidy
 from console.components.colours import SIGNAL_COLORS
+from console.components.page import ignored, page_preamble
 from console.components.safe import clean, md
+from console.components.time_picker import instant_picker, set_instant, to_minute
 from console.components.trust_form import RequestParams, fill, params_from_query, trust_context_form
-from console.components.when import UTC, instant_input
 from console.components.words import distinct_names, number, plural
-from console.state import TRUST_FIELDS
+from console.keys import TRUST_FIELDS, Param
 from membrane_engine import MAX_TASK_LENGTH, RetrieveRequest, confidence_terms
 from membrane_engine import label as record_label
 from membrane_engine.errors import MembraneError
 
+K = keys.SELECTOR
 SELECTOR_TYPES = ["competence", "plan_graph"]
 
-view = operator_view("selector")
-operator = view.operator
+page = page_preamble(K, "Selector inspector",
+                     "Retrieval restricted to competence and plan_graph records, then the selector (SPEC 5): three "
+                     "equally weighted signals per candidate, a confidence from the gap between the best two, and "
+                     "`needs_more` when that confidence is under the threshold.")
+view = page.view
 now = view.now()
-
-st.title("Selector inspector")
-st.caption("Retrieval restricted to competence and plan_graph records, then the selector (SPEC 5): three equally "
-           "weighted signals per candidate, a confidence from the gap between the best two, and `needs_more` "
-           "when that confidence is under the threshold.")
-clearance_caption(operator)
 
 # The request lives in the URL (a link, a reload, Back / Forward restore it); the trust context is
 # the session's shared one when the URL names none (console/state.py).
-URL_WIDGETS = (*state.trust_widgets("sel"), "sel_task", "sel_as_of", "sel_min_salience", "sel_threshold")
-URL_PARAMETERS = (*TRUST_FIELDS, "task", "as_of", "min_salience", "threshold")
-seed = state.page_query("selector", widgets=URL_WIDGETS)
-if seed is None and "sel_max_sensitivity" not in st.session_state:  # widgets gone with a page change
-    seed = st.query_params.to_dict()
+URL_WIDGETS = (*state.trust_widgets(K.prefix), K("task"), K("as_of"), K("min_salience"), K("threshold"))
+URL_PARAMETERS = (*TRUST_FIELDS, Param.TASK, Param.AS_OF, Param.MIN_SALIENCE, Param.THRESHOLD)
+seed = page.seed_from_url(URL_WIDGETS, drawn=K("max_sensitivity"))
 if seed is not None:
     url_defaults, url_problems = params_from_query(seed)
-    url_problems = [f"ignored link parameter {p}" for p in url_problems]
-    fill("sel", {k: v for k, v in url_defaults.items() if k in TRUST_FIELDS})
-    st.session_state["sel_task"] = url_defaults.get("task", "")
-    moment = (url_defaults.get("as_of") or now).astimezone(UTC)
-    st.session_state["sel_as_of_date"] = moment.date()
-    st.session_state["sel_as_of_time"] = moment.time().replace(second=0, microsecond=0, tzinfo=None)
-    st.session_state["sel_min_salience"] = float(url_defaults.get("min_salience", 0.0))
-    st.session_state["sel_threshold"] = view.selector_threshold
-    if "threshold" in seed:
+    url_problems = [ignored(p) for p in url_problems]
+    fill(K.prefix, {k: v for k, v in url_defaults.items() if k in TRUST_FIELDS})
+    st.session_state[K("task")] = url_defaults.get("task", "")
+    set_instant(K("as_of"), to_minute(url_defaults.get("as_of") or now))
+    st.session_state[K("min_salience")] = float(url_defaults.get("min_salience", 0.0))
+    st.session_state[K("threshold")] = view.selector_threshold
+    if Param.THRESHOLD in seed:
         try:
-            threshold_ = float(seed["threshold"])
+            threshold_ = float(seed[Param.THRESHOLD])
         except ValueError:
             threshold_ = math.nan
         if 0.0 <= threshold_ <= 1.0:
-            st.session_state["sel_threshold"] = round(threshold_, 2)  # the slider's step
+            st.session_state[K("threshold")] = round(threshold_, 2)  # the slider's step
         else:
-            url_problems.append(state.ignored_parameter("threshold", seed["threshold"], "a number from 0 to 1"))
-    st.session_state["sel_url_problems"] = url_problems + state.unknown_parameters(seed, URL_PARAMETERS)
-for problem in st.session_state.get("sel_url_problems", []):
-    st.warning(md(problem, 300), icon=":material/link_off:")
+            url_problems.append(state.ignored_parameter(Param.THRESHOLD, seed[Param.THRESHOLD], "a number from 0 to 1"))
+    page.link_problems(url_problems + state.unknown_parameters(seed, URL_PARAMETERS))
+else:
+    page.link_problems()
 
 controls, results = st.columns([2, 3], gap="large")
 with controls:
     st.subheader("Request")
-    trust = trust_context_form("sel", view.scopes())
-    task = st.text_input("Task descriptor", key="sel_task", max_chars=MAX_TASK_LENGTH,
+    trust = trust_context_form(K.prefix, view.scopes())
+    task = st.text_input("Task descriptor", key=K("task"), max_chars=MAX_TASK_LENGTH,
                          help="Passed to the selector: with the ranking provider on (the default), applicability is the "
                               "similarity of each candidate's text to this task")
-    as_of = instant_input("As of", "sel_as_of", now, help="Recency and S(t) are evaluated at this instant")
+    as_of = instant_picker(K("as_of"), "As of", default=now, now_if_empty=False,
+                           help="Recency and S(t) are evaluated at this instant")
     min_salience = st.number_input("Min salience", min_value=0.0, step=0.05, format="%.3f",
-                                   key="sel_min_salience", help="Candidates with S(as of) below this are dropped; 0 disables")
-    threshold = st.slider("needs_more threshold", min_value=0.0, max_value=1.0, step=0.01, key="sel_threshold",
+                                   key=K("min_salience"), help="Candidates with S(as of) below this are dropped; 0 disables")
+    threshold = st.slider("needs_more threshold", min_value=0.0, max_value=1.0, step=0.01, key=K("threshold"),
                           help="needs_more is true when the confidence is below this (engine default "
                                f"{view.selector_threshold:g})")
 
 query = RequestParams(trust=trust, task=task, min_salience=float(min_salience), as_of=as_of).to_query()
-query = {k: v for k, v in query.items() if k not in ("memory_types", "limit")}
-query["threshold"] = f"{threshold:g}"
-state.keep_page_query("selector", query)
+query = {k: v for k, v in query.items() if k not in (Param.MEMORY_TYPES, Param.LIMIT)}
+query[Param.THRESHOLD] = f"{threshold:g}"
+page.keep_in_url(query)
 
 # The selector sees every candidate whatever the limit (SPEC 4, step 6), and this page shows the
 # selection, not the returned records: limit 1 spares reading thousands of them.
@@ -195,7 +190,7 @@ with results:
 # without scrolling sideways.
 st.subheader("Signals per candidate")
 shown = st.slider("Candidates in the chart", min_value=1, max_value=max(1, len(signals)),
-                  value=min(15, len(signals)), key="sel_top") if len(signals) > 1 else 1
+                  value=min(15, len(signals)), key=K("top")) if len(signals) > 1 else 1
 top = signals[:shown]
 labels = [f"{k + 1}. {plot_text(names[s.record_id], 40)}" for k, s in enumerate(top)]
 hover = [plot_text(f"{s.record_id} · {names[s.record_id]}", 120) for s in top]
@@ -216,7 +211,7 @@ fig.update_layout(barmode="group", bargroupgap=0.05, xaxis=dict(range=[0, 1.05],
                   yaxis=dict(autorange="reversed", title=None))
 tidy(fig, height=110 + 64 * len(top))
 st.caption("Applicability, success and recency per candidate, ranked; the score (dark) is their mean.")
-st.plotly_chart(fig, key="sel_chart")
+st.plotly_chart(fig, key=K("chart"))
 
 table = pd.DataFrame([{
     "rank": k + 1, "record": clean(names[s.record_id], 120), "score": s.score, "applicability": s.applicability,
@@ -235,7 +230,7 @@ def score_column(label: str, help_: str | None = None):
 
 # Narrow number columns first, the record pinned: every score is in view without scrolling
 # sideways at 1024 px.
-st.dataframe(table, hide_index=True, key="sel_table", width="stretch", column_config={
+st.dataframe(table, hide_index=True, key=K("table"), width="stretch", column_config={
     "rank": st.column_config.NumberColumn("#", width=40),
     "record": st.column_config.TextColumn("record", width=180, pinned=True),
     "score": score_column("score", "Mean of the three signals"),

@@ -12,73 +12,69 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from console import state
-from console.components.clearance import clearance_caption, key_of, operator_view
+from console import keys, state
+from console.components.clearance import key_of
 from console.components.charts import style
 from console.components.colours import VERDICT_COLORS
+from console.components.page import page_preamble
 from console.components.record_card import explorer_href, record_card, show_explanation
 from console.components.safe import clean, md
-from console.components.time_input import as_of_input
-from console.components.trust_form import (LAYERS, RequestParams, seed_request_form, show_ignored_parameters,
-                                           trust_context_form)
+from console.components.time_picker import instant_picker
+from console.components.trust_form import LAYERS, RequestParams, seed_request_form, trust_context_form
 from console.components.words import distinct_names, plural
+from console.keys import TRUST_FIELDS, Param
 from membrane_engine import MAX_LIMIT, MAX_TASK_LENGTH, OperatorView, RetrieveRequest, TrustContext, records_returned
 from membrane_engine import label as record_label
 from membrane_engine.errors import MembraneError, NotFoundError
 
-K = "sim"
+K = keys.SIMULATOR
 PAGE_SIZE = 10
 LAYER_COLUMNS = ["full", "redacted", "hidden", "below_min_salience"]
 COUNT_LABELS = {"full": "full", "redacted": "redacted", "hidden": "hidden", "below_min_salience": "below min"}
 COUNT_HELP = {"full": "Visible in full", "redacted": "Metadata only (sensitivity one level above max)",
               "hidden": "Not visible at all", "below_min_salience": "Visible but below the min salience filter"}
 
-view = operator_view("simulator")
-operator = view.operator
-clearance = operator.clearance
-st.title("What can this agent see?")
-st.caption("Layered retrieval as the engine runs it for one trust context: what comes back in full, what comes back "
-           "redacted (metadata only), what stays hidden, and why.")
-clearance_caption(operator)
+page = page_preamble(K, "What can this agent see?",
+                     "Layered retrieval as the engine runs it for one trust context: what comes back in full, what "
+                     "comes back redacted (metadata only), what stays hidden, and why.")
+view = page.view
+clearance = page.clearance
 
 # ---------------------------------------------------------------------------- defaults from the URL
 
 # The URL holds the simulation (a link, a reload, Back / Forward restore it); the trust context is
 # the session's shared one when the URL names none (console/state.py).
-URL_WIDGETS = (*state.trust_widgets(K), *(f"{K}_{w}" for w in ("task", "types", "min_salience", "limit", "as_of")))
-URL_PARAMETERS = (*state.TRUST_FIELDS, "task", "memory_types", "min_salience", "limit", "as_of")
-seed = state.page_query("simulator", widgets=URL_WIDGETS)
-if seed is None and f"{K}_limit" not in st.session_state:  # widgets gone with a page change
-    seed = st.query_params.to_dict()
+URL_WIDGETS = (*state.trust_widgets(K.prefix), *(K(w) for w in ("task", "types", "min_salience", "limit", "as_of")))
+URL_PARAMETERS = (*TRUST_FIELDS, Param.TASK, Param.MEMORY_TYPES, Param.MIN_SALIENCE, Param.LIMIT, Param.AS_OF)
+seed = page.seed_from_url(URL_WIDGETS, drawn=K("limit"))
 if seed is not None:
-    defaults = seed_request_form(K, seed)
-    st.session_state[f"{K}_min_salience"] = float(defaults.get("min_salience", 0.0))
-    st.session_state[f"{K}_limit"] = int(defaults.get("limit", 20))
-    st.session_state[f"{K}_link_problems"] = state.unknown_parameters(seed, URL_PARAMETERS)
-show_ignored_parameters(K)
-for problem in st.session_state.get(f"{K}_link_problems", []):
-    st.warning(md(problem, 300), icon=":material/link_off:")
+    defaults, problems = seed_request_form(K.prefix, seed)
+    st.session_state[K("min_salience")] = float(defaults.get("min_salience", 0.0))
+    st.session_state[K("limit")] = int(defaults.get("limit", 20))
+    page.link_problems(problems + state.unknown_parameters(seed, URL_PARAMETERS))
+else:
+    page.link_problems()
 
 # ---------------------------------------------------------------------------- the form
 
 form_left, form_right = st.columns(2, gap="large")
 with form_left:
     st.subheader("Trust context")
-    trust = trust_context_form(K, view.scopes())
+    trust = trust_context_form(K.prefix, view.scopes())
 with form_right:
     st.subheader("Request")
-    task = st.text_input("Task descriptor", key=f"{K}_task", max_chars=MAX_TASK_LENGTH, help="What the agent is about to do (used by the selector)")
-    types = st.multiselect("Memory types", LAYERS, key=f"{K}_types", help="Empty means every layer")
+    task = st.text_input("Task descriptor", key=K("task"), max_chars=MAX_TASK_LENGTH, help="What the agent is about to do (used by the selector)")
+    types = st.multiselect("Memory types", LAYERS, key=K("types"), help="Empty means every layer")
     c1, c2 = st.columns(2)
-    min_salience = c1.number_input("Min salience", min_value=0.0, step=0.05, format="%.3f", key=f"{K}_min_salience",
+    min_salience = c1.number_input("Min salience", min_value=0.0, step=0.05, format="%.3f", key=K("min_salience"),
                                    help="Records with S(as of) below this are dropped (0 disables the filter)")
-    limit = c2.number_input("Limit", min_value=0, max_value=MAX_LIMIT, step=1, key=f"{K}_limit",
+    limit = c2.number_input("Limit", min_value=0, max_value=MAX_LIMIT, step=1, key=K("limit"),
                             help=f"0 means no limit: the first {MAX_LIMIT:,} records are returned")
-    as_of = as_of_input(f"{K}_as_of", help="Salience is evaluated at this instant.")
+    as_of = instant_picker(K("as_of"), "As of", help="Salience is evaluated at this instant.")
 
 params = RequestParams(trust=trust, task=task, memory_types=tuple(t for t in LAYERS if t in types),
                        min_salience=float(min_salience), limit=int(limit), as_of=as_of)
-state.keep_page_query("simulator", params.to_query())
+page.keep_in_url(params.to_query())
 # "Now" is taken to the minute, so the reruns of one minute (paging, tabs, "why?") share one
 # simulation from the cache below.
 when = as_of or view.now().replace(second=0, microsecond=0)
@@ -119,9 +115,9 @@ def materialized(total_wanted: int) -> int:
 def pager(total: int, key: str) -> int:
     """Page picker for ``total`` items; returns the offset of the page shown."""
     pages = max(1, -(-total // PAGE_SIZE))
-    page = st.pagination(pages, key=key) if pages > 1 else 1
-    page = min(max(1, int(page or 1)), pages)
-    return (page - 1) * PAGE_SIZE
+    page_no = st.pagination(pages, key=key) if pages > 1 else 1
+    page_no = min(max(1, int(page_no or 1)), pages)
+    return (page_no - 1) * PAGE_SIZE
 
 
 def explainer(record_id: str):
@@ -133,7 +129,7 @@ def cards(records: list, offset: int, key: str) -> None:
         record_card(record, explain=explainer(record.id), key=f"{key}_{rank}", rank=rank)
 
 
-layer_page_key = f"{K}_page_ranked"
+layer_page_key = K("page_ranked")
 ranked_offset = st.session_state.get(layer_page_key, 1)
 ranked_offset = (max(1, int(ranked_offset or 1)) - 1) * PAGE_SIZE
 # Only the records up to the page shown are materialized: the ranking is a prefix, so a smaller
@@ -190,7 +186,7 @@ left, right = layers_row.container(width=390), layers_row.container(width=420)
 with left:
     st.markdown("**Per layer** (canonical order)")
     # Short headers and narrow columns so every count is in view (the metrics above spell them out).
-    st.dataframe(counts_frame, hide_index=True, width="stretch", key=f"{K}_counts",
+    st.dataframe(counts_frame, hide_index=True, width="stretch", key=K("counts"),
                  column_config={"layer": st.column_config.TextColumn("layer", width=90),
                                 **{c: st.column_config.NumberColumn(COUNT_LABELS[c], help=COUNT_HELP[c], width=64)
                                    for c in LAYER_COLUMNS}})
@@ -206,7 +202,7 @@ with right:
     fig.update_yaxes(autorange="reversed", type="category")
     style(fig, height=max(170, 90 + 34 * len(counts_frame)))
     fig.update_layout(margin=dict(t=40))
-    st.plotly_chart(fig, width="stretch", key=f"{K}_bar")
+    st.plotly_chart(fig, width="stretch", key=K("bar"))
 
 # ---------------------------------------------------------------------------- selection
 
@@ -236,7 +232,7 @@ if selection is not None:
         def score_column(label: str):
             return st.column_config.NumberColumn(label, format="%.4f", width=64)
 
-        st.dataframe(pd.DataFrame(sig_rows), hide_index=True, width="stretch", key=f"{K}_selection", column_config={
+        st.dataframe(pd.DataFrame(sig_rows), hide_index=True, width="stretch", key=K("selection"), column_config={
             "rank": st.column_config.NumberColumn("#", width=40),
             "record": st.column_config.TextColumn("record", width=180, pinned=True),
             "score": score_column("score"), "applicability": score_column("applic."),
@@ -258,7 +254,7 @@ layer_names = list(sim.counts)
 labels = [f"Ranked result ({returned:,})"] + [
     f"{layer} ({sim.counts[layer].full + sim.counts[layer].redacted:,})" for layer in layer_names] + [
     f"Hidden ({totals['hidden']:,})"]
-tabs = st.tabs(labels, key=f"{K}_view", on_change="rerun")
+tabs = st.tabs(labels, key=K("view"), on_change="rerun")
 with tabs[0]:
     if tabs[0].open:
         st.caption("All layers merged, sorted by salience at the as-of instant; the limit applies here"
@@ -273,10 +269,10 @@ with tabs[0]:
             st.caption("No returned record is within your clearance.")
         else:
             offset = pager(listed_total, layer_page_key)
-            page = sim.response.records[offset:offset + PAGE_SIZE]
-            st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {listed_total:,}"
+            shown = sim.response.records[offset:offset + PAGE_SIZE]
+            st.caption(f"Showing {offset + 1:,}–{offset + len(shown):,} of {listed_total:,}"
                        + (" within your clearance." if beyond else "."))
-            cards(page, offset, "ranked")
+            cards(shown, offset, "ranked")
 for tab, layer in zip(tabs[1:-1], layer_names):
     with tab:
         if not tab.open:
@@ -291,12 +287,12 @@ for tab, layer in zip(tabs[1:-1], layer_names):
         # A layer lists what a retrieve of that layer alone returns, within the clearance (the
         # counts are over what it sees already).
         listed = records_returned(n, 0)
-        offset = pager(listed, f"{K}_page_{layer}")
+        offset = pager(listed, K("page", layer))
         sub = simulate([layer], materialized(offset + PAGE_SIZE))
-        page = sub.response.records[offset:offset + PAGE_SIZE]
-        st.caption(f"Showing {offset + 1:,}–{offset + len(page):,} of {n:,}"
+        shown = sub.response.records[offset:offset + PAGE_SIZE]
+        st.caption(f"Showing {offset + 1:,}–{offset + len(shown):,} of {n:,}"
                    + (f" (the first {listed:,} by salience can be listed)." if listed < n else "."))
-        cards(page, offset, f"layer_{layer}")
+        cards(shown, offset, f"layer_{layer}")
 
 # ---------------------------------------------------------------------------- what stays hidden
 
@@ -320,7 +316,7 @@ with tabs[-1]:
         if not first.seen:
             st.info("This context sees every record of these layers within your clearance (in full or redacted).")
         elif first.seen:
-            offset = pager(first.seen, f"{K}_page_hidden")
+            offset = pager(first.seen, K("page_hidden"))
             hp = view.hidden_records(trust, list(params.memory_types), offset=offset, limit=PAGE_SIZE)
             ids = [b.id for b in hp.records]
             # Named by what it says only when your clearance sees it in full; a record it sees
@@ -332,7 +328,7 @@ with tabs[-1]:
                      "scope": clean(b.scope, 200) if b.scope else "(unscoped)", "id": clean(b.id, 200),
                      "explorer": explorer_href(b.id)} for b in hp.records]
             st.caption(f"Showing {offset + 1:,}–{offset + len(rows):,} of {first.seen:,} within your clearance, by id.")
-            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"{K}_hidden",
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=K("hidden"),
                          column_order=["record", "why hidden", "type", "sensitivity", "scope", "explorer", "id"],
                          column_config={"record": st.column_config.TextColumn(width=300, pinned=True),
                                         "why hidden": st.column_config.TextColumn(width=330),
@@ -344,7 +340,7 @@ with tabs[-1]:
 # ---------------------------------------------------------------------------- any record
 
 with st.expander("Explain any record (including hidden ones)"):
-    rid = st.text_input("Record id", key=f"{K}_explain_id")
+    rid = st.text_input("Record id", key=K("explain_id"))
     if rid.strip():
         try:
             show_explanation(view.explain(rid.strip(), trust, as_of=when, min_salience=float(min_salience)))

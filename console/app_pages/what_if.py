@@ -11,27 +11,27 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from console import state
-from console.components.clearance import clearance_caption, operator_view
+from console import keys, state
 from console.components.charts import style
 from console.components.colours import VERDICT_COLORS
+from console.components.page import ignored, page_preamble
 from console.components.record_card import explorer_href, record_card, show_explanation
 from console.components.safe import clean
 from console.components.trust_form import (BASE, LAYERS, SENSITIVITIES, context_from_query, context_query, fill,
                                            trust_context_form)
 from console.components.words import plural
+from console.keys import Param
 from membrane_engine.errors import NotFoundError
 
+K, A, B = keys.WHAT_IF, keys.WHAT_IF_A, keys.WHAT_IF_B  # the page, and its two trust context forms
 PAGE_SIZE = 25
 VERDICT_RANK = {"hidden": 0, "redacted": 1, "full": 2}
 ARROW = "→"
 
-view = operator_view("what_if")
-operator = view.operator
-st.title("What-if")
-st.caption("Compare two trust contexts: how many records each sees, and exactly which records change verdict "
-           "(hidden → redacted, redacted → full, ...) with the engine's reasons on both sides.")
-clearance_caption(operator)
+page = page_preamble(K, "What-if",
+                     "Compare two trust contexts: how many records each sees, and exactly which records change verdict "
+                     "(hidden → redacted, redacted → full, ...) with the engine's reasons on both sides.")
+view = page.view
 
 
 def proposed_change(a: dict) -> dict:
@@ -53,45 +53,42 @@ def current(key: str) -> dict:
 
 
 def copy_a_to_b(change: bool) -> None:
-    values = proposed_change(current("wa")) if change else current("wa")
+    values = proposed_change(current(A.prefix)) if change else current(A.prefix)
     for field, value in values.items():
-        st.session_state[f"wb_{field}"] = value
-    st.session_state["wb_preset"] = "Custom"
+        st.session_state[B(field)] = value
+    st.session_state[B("preset")] = "Custom"
 
 
 scopes = view.scopes()
 # Both contexts live in the URL (a_* and b_* parameters), so a comparison can be shared and Back /
 # Forward restore it; context A is the session's shared trust context when the URL names none.
-seed = state.page_query("what_if", trust_prefix="a_",
-                        widgets=(*state.trust_widgets("wa"), *state.trust_widgets("wb"), "wi_types"))
-if seed is None and "wa_max_sensitivity" not in st.session_state:  # widgets gone with a page change
-    seed = st.query_params.to_dict()
-url_problems: list[str] = []
+seed = page.seed_from_url((*state.trust_widgets(A.prefix), *state.trust_widgets(B.prefix), K("types")),
+                          drawn=A("max_sensitivity"), trust_prefix=Param.CONTEXT_A)
 if seed is not None:
-    url_a, problems_a = context_from_query("a_", seed)
-    url_b, problems_b = context_from_query("b_", seed)
-    url_problems = problems_a + problems_b
-    fill("wa", url_a)
-    fill("wb", url_b or proposed_change({**BASE, **url_a}))
-    st.session_state["wi_types"] = [t for t in seed.get("types", "").split(",") if t in LAYERS]
-for problem in url_problems:
-    st.warning(f"Ignored a URL parameter: {clean(problem, 300)}")
+    url_a, problems_a = context_from_query(Param.CONTEXT_A, seed)
+    url_b, problems_b = context_from_query(Param.CONTEXT_B, seed)
+    fill(A.prefix, url_a)
+    fill(B.prefix, url_b or proposed_change({**BASE, **url_a}))
+    st.session_state[K("types")] = [t for t in seed.get(Param.TYPES, "").split(",") if t in LAYERS]
+    page.link_problems([ignored(p) for p in problems_a + problems_b])
+else:
+    page.link_problems()
 col_a, col_b = st.columns(2, gap="large")
 with col_a:
     st.subheader("Context A")
-    trust_a = trust_context_form("wa", scopes)
+    trust_a = trust_context_form(A.prefix, scopes)
 with col_b:
     st.subheader("Context B")
-    trust_b = trust_context_form("wb", scopes)
+    trust_b = trust_context_form(B.prefix, scopes)
     b1, b2 = st.columns(2)
-    b1.button("Copy A to B", on_click=copy_a_to_b, args=(False,), width="stretch", key="wi_copy")
-    b2.button("A with max sensitivity +1", on_click=copy_a_to_b, args=(True,), width="stretch", key="wi_propose")
+    b1.button("Copy A to B", on_click=copy_a_to_b, args=(False,), width="stretch", key=K("copy"))
+    b2.button("A with max sensitivity +1", on_click=copy_a_to_b, args=(True,), width="stretch", key=K("propose"))
 
-types = st.multiselect("Only these memory types", LAYERS, key="wi_types", help="Empty compares every layer")
-shared = {**context_query("a_", trust_a), **context_query("b_", trust_b)}
+types = st.multiselect("Only these memory types", LAYERS, key=K("types"), help="Empty compares every layer")
+shared = {**context_query(Param.CONTEXT_A, trust_a), **context_query(Param.CONTEXT_B, trust_b)}
 if types:
-    shared["types"] = ",".join(types)
-state.keep_page_query("what_if", shared, trust_prefix="a_")
+    shared[Param.TYPES] = ",".join(types)
+page.keep_in_url(shared, trust_prefix=Param.CONTEXT_A)
 
 diff = view.compare(trust_a, trust_b, memory_types=types, limit=0)
 st.divider()
@@ -126,14 +123,14 @@ with left:
                     marker_color=VERDICT_COLORS[verdict], hovertemplate="%{y}: %{x} " + verdict + "<extra></extra>")
     fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.3, traceorder="normal"))
     fig.update_yaxes(autorange="reversed", type="category")
-    st.plotly_chart(style(fig, height=180), width="stretch", key="wi_bar")
+    st.plotly_chart(style(fig, height=180), width="stretch", key=K("bar"))
 with right:
     st.markdown("**Changes by kind**")
     if diff.transitions:
         st.dataframe(pd.DataFrame([{"A": a, ARROW: ARROW, "B": b, "records": n}
                                    for (a, b), n in sorted(diff.transitions.items(),
                                                            key=lambda kv: (VERDICT_RANK[kv[0][0]] - VERDICT_RANK[kv[0][1]], kv[0]))]),
-                     hide_index=True, width="stretch", key="wi_transitions")
+                     hide_index=True, width="stretch", key=K("transitions"))
     else:
         st.text("(no record changes verdict)")
 
@@ -143,13 +140,13 @@ if not diff.changed:
 
 st.subheader("Records whose verdict changes")
 kinds = ["all"] + [f"{a} {ARROW} {b}" for (a, b) in diff.transitions]
-kind = st.selectbox("Show", kinds, key="wi_kind")
+kind = st.selectbox("Show", kinds, key=K("kind"))
 transition = None if kind == "all" else tuple(kind.split(f" {ARROW} "))
 n = view.compare(trust_a, trust_b, memory_types=types, transition=transition, limit=0).listed
 if not n:
     st.stop()
 pages = max(1, -(-n // PAGE_SIZE))
-page_no = st.pagination(pages, key="wi_page") if pages > 1 else 1
+page_no = st.pagination(pages, key=K("page")) if pages > 1 else 1
 offset = (min(max(1, int(page_no or 1)), pages) - 1) * PAGE_SIZE
 shown = view.compare(trust_a, trust_b, memory_types=types, transition=transition, offset=offset, limit=PAGE_SIZE).rows
 st.caption(f"Showing {offset + 1:,}–{offset + len(shown):,} of {plural(n, 'changed record')}. Gains first, then losses. "
@@ -182,7 +179,7 @@ for c in shown:
                  "why under A": clean(why_a), "why under B": clean(why_b), "type": c.type,
                  "sensitivity": c.sensitivity, "scope": clean(c.scope, 200) if c.scope else "(unscoped)",
                  "id": clean(c.id, 200), "explorer": explorer_href(c.id)})
-event = st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"wi_rows_{offset}_{kind}",
+event = st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=K("rows", offset, kind),
                      on_select="rerun", selection_mode="single-row",
                      column_config={"record": st.column_config.TextColumn(width="medium", pinned=True),
                                     "A": st.column_config.TextColumn(width="small"),
@@ -210,7 +207,7 @@ if picked:
             st.markdown("**The rule that changed the verdict**")
             st.text(f"Under A ({change.before}): {clean(why_a)}")
             st.text(f"Under B ({change.after}): {clean(why_b)}")
-        record_card(seen_record, verdict=best.value, key="wi_selected")
+        record_card(seen_record, verdict=best.value, key=K("selected"))
         ex_a, ex_b = st.columns(2)
         with ex_a:
             st.markdown("**Under A**")

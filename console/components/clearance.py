@@ -1,9 +1,10 @@
 """The signed-in operator on every page, and their clearance (SPEC 10).
 
-Rule for page authors: a page's first call is ``view = operator_view("page-name")``; it stops
-the page with a message when nobody is signed in. Every read and write of records then goes
-through that view (``Membrane.as_operator``): the engine does the gating and the role checks,
-a page never decides what a clearance may see, and never holds the ``Membrane`` itself.
+Rule for page authors: a page's first call is ``page_preamble`` (components/page.py), which
+calls ``operator_view`` here; it stops the page with a message when nobody is signed in. Every
+read and write of records then goes through that view (``Membrane.as_operator``): the engine
+does the gating and the role checks, a page never decides what a clearance may see, and never
+holds the ``Membrane`` itself.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from .colours import INK, MARKER_EDGE, UNKNOWN, UNKNOWN_FILL
 from .payload import as_text, render_payload, table
 from .record_card import revision_notice, verdict_badge
 from .safe import clean, md
+from .time_picker import instant_picker
 from .words import plural
 
 MAX_LINKS = 40
@@ -277,9 +278,7 @@ def render_history(view: OperatorView, record: MemoryRecord, key: str = "") -> N
     any_instant = c2.toggle("Any instant instead", key=f"{key}_hist_any")
     when = by_position[chosen].timestamp
     if any_instant:
-        from .when import instant_input
-
-        when = instant_input("Instant", f"{key}_hist_at", by_position[chosen].timestamp)
+        when = instant_picker(f"{key}_hist_at", "Instant", default=by_position[chosen].timestamp, now_if_empty=False)
     try:
         past = view.record_at(record.id, when)
     except MembraneError as exc:

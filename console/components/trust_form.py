@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 
 import streamlit as st
 
-from console.state import TRUST_FIELDS
-from membrane_engine import CANONICAL_LAYER_ORDER, MAX_TASK_LENGTH, Sensitivity, TrustContext, parse_time
+from console import keys
+from console.keys import TRUST_FIELDS, Param
+from membrane_engine import CANONICAL_LAYER_ORDER, MAX_TASK_LENGTH, Sensitivity, TrustContext
 
-from .safe import md
+from . import time_picker
+from .page import ignored
 
 SENSITIVITIES = [s.value for s in Sensitivity]
 LAYERS = [t.value for t in CANONICAL_LAYER_ORDER]
@@ -41,13 +43,13 @@ class RequestParams:
             "scopes": ",".join(self.trust.scopes),
             "actor_id": self.trust.actor_id,
             "authenticated": "true" if self.trust.authenticated else "false",
-            "memory_types": ",".join(self.memory_types),
-            "min_salience": f"{self.min_salience:g}",
-            "limit": str(self.limit),
-            "task": self.task,
+            Param.MEMORY_TYPES: ",".join(self.memory_types),
+            Param.MIN_SALIENCE: f"{self.min_salience:g}",
+            Param.LIMIT: str(self.limit),
+            Param.TASK: self.task,
         }
         if self.as_of is not None:
-            q["as_of"] = self.as_of.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+            q[Param.AS_OF] = time_picker.to_param(self.as_of)
         return q
 
 
@@ -96,11 +98,12 @@ def params_from_query(query: dict[str, str]) -> tuple[dict, list[str]]:
             out["limit"] = value
         except ValueError:
             problems.append(f"limit {query['limit']!r} must be an integer from 0 to 10000")
-    if "as_of" in query and query["as_of"]:
-        try:
-            out["as_of"] = parse_time(query["as_of"])
-        except ValueError:
-            problems.append(f"as_of {query['as_of']!r} is not an ISO 8601 time")
+    if query.get(Param.AS_OF):
+        moment, problem = time_picker.from_param(Param.AS_OF, query[Param.AS_OF])
+        if problem:
+            problems.append(problem)
+        else:
+            out["as_of"] = moment
     if "task" in query:
         if len(query["task"]) > MAX_TASK_LENGTH:  # the engine refuses it; a link must not stall the page
             problems.append(f"task of {len(query['task']):,} characters: a task descriptor has at most "
@@ -110,7 +113,7 @@ def params_from_query(query: dict[str, str]) -> tuple[dict, list[str]]:
     return out, problems
 
 
-_CONTEXT_FIELDS = ("max_sensitivity", "scopes", "actor_id", "authenticated")
+_CONTEXT_FIELDS = TRUST_FIELDS
 
 
 def context_query(prefix: str, trust: TrustContext) -> dict[str, str]:
@@ -155,7 +158,7 @@ def profile_presets() -> dict[str, dict]:
 
     return {PROFILE_PREFIX + name: {"max_sensitivity": t.max_sensitivity.value, "authenticated": t.authenticated,
                                     "actor_id": t.actor_id, "scopes": list(t.scopes)}
-            for name, t in policy_source.profiles(operator_view("trust-form")).items()}
+            for name, t in policy_source.profiles(operator_view(keys.TRUST_FORM_VIEW)).items()}
 
 
 def _apply_preset(key: str) -> None:
@@ -193,20 +196,13 @@ def trust_context_form(key: str, scopes_available: list[str], defaults: dict | N
     return TrustContext(max_sensitivity=max_sensitivity, authenticated=authenticated, actor_id=actor_id, scopes=scopes)
 
 
-def seed_request_form(key: str, seed: dict[str, str]) -> dict:
+def seed_request_form(key: str, seed: dict[str, str]) -> tuple[dict, list[str]]:
     """Fill the request widgets a retrieve-like page shares (trust context ``key``, task, memory
-    types, as of) from URL parameters, keep the parameters it ignored for
-    ``show_ignored_parameters``, and return the parsed values for the page's own widgets."""
+    types, as of) from URL parameters; the parsed values (for the page's own widgets) and the
+    parameters it ignored, worded for ``Page.link_problems``."""
     defaults, problems = params_from_query(seed)
-    st.session_state[f"{key}_url_problems"] = problems
     fill(key, {k: v for k, v in defaults.items() if k in TRUST_FIELDS})
     st.session_state[f"{key}_task"] = defaults.get("task", "")
     st.session_state[f"{key}_types"] = list(defaults.get("memory_types", []))
-    moment = defaults.get("as_of")
-    st.session_state[f"{key}_as_of"] = moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
-    return defaults
-
-
-def show_ignored_parameters(key: str) -> None:
-    for problem in st.session_state.get(f"{key}_url_problems", []):
-        st.warning(f"Link parameter ignored: {md(problem, 300)}", icon=":material/warning:")
+    time_picker.set_instant(f"{key}_as_of", defaults.get("as_of"))
+    return defaults, [ignored(p) for p in problems]

@@ -1,24 +1,6 @@
-"""Picking an instant (date + time, UTC) in a page."""
+"""Durations in words ("3 d 4 h", "in 2 h 5 min"). Picking an instant: components/time_picker.py."""
 
 from __future__ import annotations
-
-from datetime import datetime, time, timezone
-
-import streamlit as st
-
-UTC = timezone.utc
-
-
-def instant_input(label: str, key: str, default: datetime, help: str | None = None) -> datetime:
-    """A date above a time, read as UTC; returns an aware datetime. (Side by side, in a page's
-    form column, the date was cut at 1024 px.)"""
-    default = default.astimezone(UTC)
-    if f"{key}_date" not in st.session_state:
-        st.session_state[f"{key}_date"] = default.date()
-        st.session_state[f"{key}_time"] = default.time().replace(second=0, microsecond=0, tzinfo=None)
-    day = st.date_input(f"{label} (UTC date)", key=f"{key}_date", help=help)
-    moment = st.time_input(f"{label} (UTC time)", key=f"{key}_time", step=900)
-    return datetime.combine(day, moment or time(0, 0), tzinfo=UTC)
 
 
 def human_duration(seconds: float) -> str:

@@ -8,7 +8,7 @@ import json
 import re
 import sqlite3
 from collections.abc import Iterator
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -112,7 +112,8 @@ def test_decay_chart_for_a_chosen_record_with_reinforcements_and_thresholds(stor
     assert "Pick one or more records" in texts(at.info)
 
     rid, reinforced_at = reinforced_record(store)
-    at.date_input(key="decay_start_date").set_value(reinforced_at.date() - timedelta(days=2))
+    start = at.datetime_input(key="decay_start")
+    start.set_value(datetime.combine(reinforced_at.date() - timedelta(days=2), start.value.time()))
     at.select_slider(key="decay_horizon").set_value("90 days")
     pick(at, "decay", rid)
 
@@ -141,16 +142,14 @@ def test_decay_time_below_matches_the_engine_and_hypothetical_profiles_plot(stor
     assert any("fast (hypothetical)" in n for n in trace_names(at))
     row = table(at, "below at (UTC)").iloc[0]
     # exponential from 1.0 with a 1 h half-life: below 0.1 after log2(10) hours
-    start = datetime.combine(at.date_input(key="decay_start_date").value,
-                             at.time_input(key="decay_start_time").value, tzinfo=UTC)
+    start = at.datetime_input(key="decay_start").value.replace(tzinfo=UTC)
     expected = start + timedelta(hours=3.321928)
     assert abs(row["below at (UTC)"].to_pydatetime() - expected) < timedelta(minutes=1)
 
 
 def test_decay_prune_preview_matches_the_engine(store):
     at = page("decay")
-    at.date_input(key="decay_prune_at_date").set_value(date(2027, 6, 1))
-    at.time_input(key="decay_prune_at_time").set_value(time(0, 0))
+    at.datetime_input(key="decay_prune_at").set_value(datetime(2027, 6, 1, 0, 0))
     ok(at.button(key="decay_prune_go").click().run())
     m = fresh(store)
     expected = m.prune("test", "preview", as_of=datetime(2027, 6, 1, tzinfo=UTC), dry_run=True)
@@ -165,8 +164,7 @@ def test_decay_prune_preview_matches_the_engine(store):
 
 def test_selector_shows_engine_signals_and_needs_more_follows_the_threshold(store):
     at = page("selector")
-    at.date_input(key="sel_as_of_date").set_value(date(2026, 11, 20))
-    ok(at.time_input(key="sel_as_of_time").set_value(time(12, 0)).run())
+    ok(at.datetime_input(key="sel_as_of").set_value(datetime(2026, 11, 20, 12, 0)).run())
     frame = table(at, "applicability", "score")
     assert len(frame) >= 2
     m = fresh(store)

@@ -130,8 +130,7 @@ def by_hand(t: datetime) -> float:
 def test_decay_past_curve_of_a_record_reinforced_and_retracted_inside_the_window(store):
     at = page("decay")
     start = T0 + timedelta(hours=12)
-    at.date_input(key="decay_start_date").set_value(start.date())
-    at.time_input(key="decay_start_time").set_value(start.time().replace(tzinfo=None))
+    at.datetime_input(key="decay_start").set_value(start.astimezone(UTC).replace(tzinfo=None))
     at.select_slider(key="decay_horizon").set_value("1 week")
     at.text_input(key="decay_query").set_value(RID[:13])
     run(at)

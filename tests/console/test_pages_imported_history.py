@@ -128,8 +128,7 @@ def texts(elements) -> str:
 
 def test_decay_draws_an_imported_past_without_values_as_unknown_not_flat(store):
     at = page("decay")
-    at.date_input(key="decay_start_date").set_value(T0.date())
-    at.time_input(key="decay_start_time").set_value(T0.time().replace(tzinfo=None))
+    at.datetime_input(key="decay_start").set_value(T0.astimezone(UTC).replace(tzinfo=None))
     at.select_slider(key="decay_horizon").set_value("1 week")
     at.text_input(key="decay_query").set_value(IMPORTED[:13])
     run(at)
