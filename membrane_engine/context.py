@@ -18,10 +18,11 @@ from datetime import datetime
 from typing import Any
 
 from membrane_engine.model.records import UTC, as_utc
-from membrane_engine.rules.ranking import Embedder, VectorIndex
+from membrane_engine.rules.ranking import Embedder
 from membrane_engine.rules.selector import DEFAULT_THRESHOLD
 from membrane_engine.storage.columns import ColumnCache
 from membrane_engine.storage.store import Store
+from membrane_engine.storage.vectors import VectorIndex
 
 
 def _utc_now() -> datetime:

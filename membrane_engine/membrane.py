@@ -59,7 +59,8 @@ from membrane_engine.retrieval.graph import (
     neighbourhood,
     retrieve_graph,
 )
-from membrane_engine.rules.ranking import Embedder, VectorIndex, default_embedder
+from membrane_engine.rules.ranking import Embedder, default_embedder
+from membrane_engine.storage.vectors import VectorIndex
 from membrane_engine.rules.selector import DEFAULT_THRESHOLD
 from membrane_engine.storage.store import DEFAULT_DB_PATH, Store, default_url
 from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, redact, verdict_as_read

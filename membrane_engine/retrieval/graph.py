@@ -22,12 +22,13 @@ from pydantic import ValidationError as PydanticValidationError
 
 from membrane_engine.storage.columns import TYPE_CODES, ColumnCache, Snapshot
 from membrane_engine.errors import NilTrustError, ValidationError
-from membrane_engine.rules.ranking import Embedder, VectorIndex, cache_load
+from membrane_engine.rules.ranking import Embedder
 from membrane_engine.retrieval.layered import MAX_LIMIT, RetrieveRequest, materialize, run
 from membrane_engine.rules.salience import salience_rows
 from membrane_engine.model.records import EntityPayload, MemoryRecord, MemoryType, refused, to_epoch
 from membrane_engine.rules.selector import DEFAULT_THRESHOLD, SelectionResult
 from membrane_engine.storage.store import Store
+from membrane_engine.storage.vectors import VectorIndex, cache_load
 from membrane_engine.rules.trust import TrustContext, as_trust, gate_as_read
 
 # Membrane's facade defaults (pkg/membrane/config.go): a request's 0 means these.

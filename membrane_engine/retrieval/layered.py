@@ -37,7 +37,7 @@ from membrane_engine.model.records import (
     to_epoch,
 )
 from membrane_engine.rules.history import RESTORED_VERSION, SUPERSEDED_MARK
-from membrane_engine.rules.ranking import Embedder, VectorIndex, query_vector
+from membrane_engine.rules.ranking import Embedder, query_vector
 from membrane_engine.rules.selector import (
     DEFAULT_THRESHOLD,
     CandidateScores,
@@ -49,6 +49,7 @@ from membrane_engine.rules.selector import (
 )
 from membrane_engine.storage.revisions import maybe_revised
 from membrane_engine.storage.store import Store
+from membrane_engine.storage.vectors import VectorIndex
 from membrane_engine.rules.trust import (
     VERDICT_CODES,
     Decision,

@@ -61,11 +61,11 @@ from pydantic import BaseModel
 from membrane_engine.storage import libpq
 from membrane_engine.errors import StoreUnavailableError, ValidationError
 from membrane_engine.storage.probe import ChangeProbe
+from membrane_engine.storage.vectors import VECTOR_DTYPE, from_blob, to_blob
 from membrane_engine.rules.salience import CURVE_CODES
 from membrane_engine.model.records import LAYER_RANK, MemoryRecord, format_time, sensitivity_level, to_epoch
 from membrane_engine.model.records import EntityAlias, MembraneModel, PlanEdge, membrane_shape
 from membrane_engine.model.records import CompetencePayload, PlanGraphPayload, RevisionStatus, SemanticPayload
-from membrane_engine.rules.ranking import VECTOR_DTYPE, from_blob, to_blob
 from membrane_engine.rules.selector import success_signal
 
 # Errors of the drivers themselves (the bulk paths use driver cursors, which SQLAlchemy does
@@ -225,7 +225,7 @@ record_vectors = Table(
     metadata,
     Column("id", String(128), primary_key=True),
     Column("model", String(64), nullable=False),
-    Column("vector", LargeBinary, nullable=False),  # float16, little-endian (ranking.VECTOR_DTYPE)
+    Column("vector", LargeBinary, nullable=False),  # float16, little-endian (vectors.VECTOR_DTYPE)
 )
 
 changes = Table(

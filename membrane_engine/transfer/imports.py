@@ -23,9 +23,10 @@ from membrane_engine.model.records import (
     to_epoch,
     validate_record,
 )
-from membrane_engine.rules.ranking import VECTOR_DTYPE, try_embed_records
+from membrane_engine.rules.ranking import try_embed_records
 from membrane_engine.storage.audit_log import live_digest
 from membrane_engine.storage.store import record_values
+from membrane_engine.storage.vectors import VECTOR_DTYPE
 from membrane_engine.transfer.json_items import FileItems
 from membrane_engine.transfer.strict_json import loads
 
@@ -133,7 +134,7 @@ class PreparedImport:
     audit: list[tuple] = field(default_factory=list)  # audit rows (chain.NEW_ENTRY_COLUMNS), chained
     # The records' ranking vectors (SPEC 9) as ``record_vectors`` rows (id, provider name, float16
     # bytes), written in the import's transaction; None when no provider was given or it failed
-    # (the records then get theirs when a task first asks, ``ranking.VectorIndex``).
+    # (the records then get theirs when a task first asks, ``vectors.VectorIndex``).
     vectors: list[tuple[str, str, bytes]] | None = None
 
 

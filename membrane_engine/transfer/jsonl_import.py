@@ -170,7 +170,7 @@ def for_workers(embedder: Any) -> Any:
     """How ``embedder`` reaches the workers: ``"default"`` for the provider a fresh install brings
     (each worker makes its own, ``ranking.default_embedder``), the provider itself when it can be
     pickled, else None (its vectors are then made when a task first asks, in the importing
-    process: ``ranking.VectorIndex``)."""
+    process: ``vectors.VectorIndex``)."""
     if embedder is None:
         return None
     if embedder is default_embedder():

@@ -13,7 +13,8 @@ from sqlalchemy import text
 
 from membrane_engine import Membrane, RetrieveRequest
 from membrane_engine.retrieval.graph import EntityTerms
-from membrane_engine.rules.ranking import VECTOR_DTYPE, default_embedder, embed_records, from_blob
+from membrane_engine.rules.ranking import default_embedder, embed_records
+from membrane_engine.storage.vectors import VECTOR_DTYPE, from_blob
 from membrane_engine.model.records import MemoryRecord
 from membrane_engine.transfer import jsonl_import
 from membrane_engine.storage.store import BULK_ROWS
@@ -260,7 +261,7 @@ def test_entity_terms_read_in_one_scan_match_those_read_by_id(mem: Membrane) -> 
 
 
 def test_cosines_of_rows_in_runs_and_scattered_equal_a_plain_product() -> None:
-    from membrane_engine.rules.ranking import _dot_at
+    from membrane_engine.storage.vectors import _dot_at
 
     rng = np.random.default_rng(5)
     matrix = rng.standard_normal((6000, 9)).astype(np.float32)

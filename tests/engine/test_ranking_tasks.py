@@ -131,7 +131,7 @@ def test_vectors_of_an_older_provider_are_recomputed(sample: Membrane, tmp_path:
     ones the first time a task asks, and ranks by them."""
     from sqlalchemy import delete, insert
 
-    from membrane_engine.rules.ranking import to_blob
+    from membrane_engine.storage.vectors import to_blob
     from membrane_engine.storage.store import record_vectors
 
     path = tmp_path / "old.db"

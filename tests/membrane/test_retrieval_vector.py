@@ -116,7 +116,7 @@ def test_vector_ranker_error_falls_back_to_salience(tmp_path, provider) -> None:
     salience order."""
     m = open_with(tmp_path, None, [semantic("low-salience", 0.1), semantic("high-salience", 0.9)])
     m.embedder = provider
-    from membrane_engine.rules.ranking import VectorIndex
+    from membrane_engine.storage.vectors import VectorIndex
 
     m.vectors = VectorIndex(m.store, provider)
     resp = m.retrieve(RetrieveRequest(trust=trust(), task_descriptor="fallback", memory_types=["semantic"], as_of=NOW))

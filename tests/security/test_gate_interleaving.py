@@ -145,7 +145,7 @@ def test_selector_candidates_with_embedder(pair, monkeypatch, relabel):
     when they were stored (or first asked for), never on content read for the request: the
     provider sees only the task descriptor during it, and a candidate relabelled before the
     content read comes back as its new labels allow (redacted: no payload) or not at all."""
-    from membrane_engine.rules.ranking import VectorIndex
+    from membrane_engine.storage.vectors import VectorIndex
 
     reader, writer = pair
     embedder = RecordingEmbedder()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import gate_kit as kit
 from gate_kit import CONTEXT
-from membrane_engine.rules.ranking import VectorIndex
+from membrane_engine.storage.vectors import VectorIndex
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.oversight import trust_diff as whatif
 from membrane_engine.errors import AccessDeniedError, NotFoundError
