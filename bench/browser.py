@@ -26,15 +26,14 @@ server, Chromium and Playwright's driver during the load. On a machine with 2 co
 other work, wall time includes waiting for a core; the load average is recorded too.
 
 Printed as a table (p95 of a handful of loads is about their slowest) and written as JSON to
-``--out`` (bench/results by default): ``browser-latest.json``, and a screenshot of a warm load,
-``browser-latest.png``. Exception boxes and JavaScript errors on the page are recorded as
+``--out`` (bench/results by default): ``browser-latest.json`` (and a dated copy git ignores),
+and a screenshot of a warm load, ``browser-latest.png``. Exception boxes and JavaScript errors on the page are recorded as
 problems and make the exit status non-zero (a page that failed did not render quickly).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -53,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.run import store_records  # noqa: E402
+from bench.run import stamp, store_records, write_results  # noqa: E402
 from tests.e2e.harness import CHROMIUM, CHROMIUM_ARGS, Console, ConsoleServer, _parse  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results"
@@ -268,13 +267,10 @@ def console_and_chromium(db: str, name: str, launcher: str = "streamlit",
 
 
 def write_report(report: dict[str, Any], out: Path, name: str) -> None:
-    """``report`` as ``out/name``, written whole or not at all."""
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / name
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(path)
-    print(f"wrote {path}")
+    """``report`` as ``out/<name>-latest.json`` (kept in git, the figures of bench/README.md's
+    tables) and a dated ``out/<start>-<name>.json`` (this machine's record only)."""
+    dated = write_results(report, out, f"{name}-latest.json", f"{stamp(report['started'])}-{name}.json")
+    print(f"wrote {out / f'{name}-latest.json'} and {dated.name}")
 
 
 PHASES = {
@@ -383,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args.db, args.warm, args.uncached, args.out, args.timeout, screenshot=not args.no_screenshot,
                  launcher=args.launcher, idle=args.idle)
     print_report(report)
-    write_report(report, args.out, "browser-latest.json")
+    write_report(report, args.out, "browser")
     return 1 if report["problems"] else 0
 
 

@@ -15,9 +15,11 @@ server and Chromium spent meanwhile; the first
 round meets caches empty for that page, later rounds meet what the server kept. Pages are
 opened without parameters, as from the sidebar.
 
-Printed as a table and written as JSON to ``--out`` (``pages-latest.json``), with a
-screenshot of each page's last visit (``pages-<page>.png``, not committed). Exception boxes,
-error alerts and JavaScript errors are recorded as problems and make the exit status non-zero.
+Printed as a table and written as JSON to ``--out``: ``pages-sqlite-latest.json`` or
+``pages-postgres-latest.json`` (one per database, so bench/README.md shows both side by side)
+and a dated copy git ignores, with a screenshot of each page's last visit (``pages-<page>.png``,
+not committed). Exception boxes, error alerts and JavaScript errors are recorded as problems and
+make the exit status non-zero.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.browser import DEFAULT_OUT, CpuMeter, console_and_chromium, report_start, write_report  # noqa: E402
+from bench.run import db_kind  # noqa: E402
 from tests.e2e.harness import IDLE, SKELETON, Console  # noqa: E402
 
 ERROR_ALERT = "[data-testid=stAlertContentError]"
@@ -183,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pages", description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", required=True, help="SQLAlchemy URL of the store (e.g. a bench.generate store)")
     parser.add_argument("--visits", type=int, default=2, help="rounds of visits to every page")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where pages-latest.json and screenshots go")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where pages-<db>-latest.json and screenshots go")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds allowed for the server start and each visit")
     parser.add_argument("--no-screenshot", action="store_true")
     parser.add_argument("--launcher", choices=("cli", "streamlit"), default="cli",
@@ -195,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args.db, args.visits, args.out, args.timeout, screenshots=not args.no_screenshot,
                  launcher=args.launcher, home=args.membrane_home)
     print_report(report)
-    write_report(report, args.out, "pages-latest.json")
+    write_report(report, args.out, f"pages-{db_kind(args.db)}")
     return 1 if report["problems"] else 0
 
 

@@ -8,6 +8,9 @@ The policy is generated from a seed: profiles over every sensitivity with 0-3 of
 scopes; assertions of every form over selections by sensitivity, scope, type, tag and id. The
 column cache is loaded first (cold open, reported apart), as a console or a CI job that opened
 the store has it; the check then includes its SQL tag scans. Nothing is written to the store.
+
+Written as JSON to ``--out`` (bench/results by default): ``policies-<db>-latest.json``, which
+git keeps and bench/README.md's tables show, and a dated copy git ignores.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ import random
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.generate import TAGS
-from bench.run import DEFAULT_PG, DEFAULT_STORES, ensure_store, label, parse_size, store_url
+from bench.run import (DEFAULT_OUT, DEFAULT_PG, DEFAULT_STORES, db_kind, ensure_store, label, parse_size, stamp,
+                       store_url, write_results)
 from membrane_engine import Membrane
 from membrane_engine.storage.columns import TYPE_NAMES
 from membrane_engine.policy.check import check, parse_policy
@@ -86,7 +91,7 @@ def measure(url: str, profiles: int, assertions: int, seed: int, repeat: int) ->
     return {"records": report.total, "profiles": profiles, "assertions": assertions, "failing": len(report.failures),
             "cold_open_s": round(cold, 2), "check_s": [round(x, 2) for x in checks],
             "snapshot_s": [round(x, 2) for x in snaps], "snapshot_lines": lines, "snapshot_mb": round(size / 1e6, 1),
-            "loadavg": os.getloadavg()}
+            "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,15 +102,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--assertions", type=int, default=50)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where policies-<db>-latest.json goes")
     args = p.parse_args(argv)
     url = args.db
     if url is None:
         n = parse_size(args.n)
         ensure_store("sqlite", n, args.seed, DEFAULT_STORES, DEFAULT_PG, "bench", progress=True)
         url = store_url("sqlite", n, args.seed, DEFAULT_STORES, DEFAULT_PG)
-    r = measure(url, args.profiles, args.assertions, args.seed, args.repeat)
+    started = datetime.now(timezone.utc)
+    r = {"command": "python -m bench.policies " + " ".join(argv if argv is not None else sys.argv[1:]),
+         "started": started.isoformat(timespec="seconds"), "db": url,
+         "targets_s": {"check": TARGET_CHECK_S, "snapshot": TARGET_SNAPSHOT_S},
+         **measure(url, args.profiles, args.assertions, args.seed, args.repeat)}
     best_check, best_snap = min(r["check_s"]), min(r["snapshot_s"])
     print(json.dumps(r))
+    kind = f"policies-{db_kind(url)}"
+    write_results(r, args.out, f"{kind}-latest.json", f"{stamp(started)}-{kind}.json")
     print(f"{label(r['records'])} records, {r['profiles']} profiles x {r['assertions']} assertions "
           f"(load {r['loadavg'][0]:.1f}): check {best_check:.2f} s (target {TARGET_CHECK_S:g} s), "
           f"snapshot {best_snap:.2f} s for {r['snapshot_lines']:,} lines, {r['snapshot_mb']} MB "

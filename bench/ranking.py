@@ -28,7 +28,10 @@ right after the server started. Target: the page with a task's graph drawn in <=
 workers) of each.
 
 Prints one JSON object (medians and p95 in ms, CPU medians beside them, the load average) and
-writes it under bench/results/.
+writes it under ``--out`` (bench/results by default) as a dated file git ignores, and each kind
+of measurement it made as the latest of its kind, which git keeps and bench/README.md's tables
+show: ``ranking-engine-<db>-latest.json``, ``ranking-graph-page-<db>-latest.json``,
+``ranking-import-<db>-latest.json`` (``<db>``: sqlite or postgres).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.run import DEFAULT_OUT, _stats, _timed, bench_trust, peak_rss_mb
+from bench.run import DEFAULT_OUT, _stats, _timed, bench_trust, db_kind, peak_rss_mb, stamp, write_json
 
 TASKS = ["rollback a failed canary release", "renew the gateway certificate before it expires",
          "restore the database from a snapshot backup", "latency alert on the queue worker",
@@ -238,9 +241,22 @@ def main(argv: list[str] | None = None) -> int:
             result["graph_page"] = graph_page(args.db, args.visits, args.shots)
     result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(result, indent=1))
-    args.out.mkdir(parents=True, exist_ok=True)
-    name = f"{started.strftime('%Y%m%dT%H%M%SZ')}-ranking{'-' + args.label if args.label else ''}.json"
-    (args.out / name).write_text(json.dumps(result, indent=1) + "\n")
+    name = f"{stamp(started)}-ranking{'-' + args.label if args.label else ''}.json"
+    head = {k: result[k] for k in ("command", "started", "machine", "loadavg_start", "loadavg_end")}
+    engine = {k: v for k, v in result.items() if k not in head and k not in ("import", "graph_page")}
+    # One latest file per kind of measurement and database: each is often run on its own, and a
+    # run of one kind leaves the latest figures of the others in place.
+    parts = []
+    if "import" in result:
+        parts.append((f"import-{db_kind(args.import_db)}", {"import_db": args.import_db, "import": result["import"]}))
+    if "graph_page" in result:
+        parts.append((f"graph-page-{db_kind(args.db)}", {"db": args.db, "graph_page": result["graph_page"]}))
+    if args.db and not args.no_engine:
+        parts.append((f"engine-{db_kind(args.db)}", engine))
+    write_json(args.out / name, result)
+    for kind, part in parts:
+        write_json(args.out / f"ranking-{kind}-latest.json", {**head, **part})
+    print(f"wrote {args.out / name}" + "".join(f", ranking-{kind}-latest.json" for kind, _ in parts))
     return 0
 
 

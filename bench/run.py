@@ -18,9 +18,10 @@ processes, so cold open and peak memory are the engine's own:
 - peak RSS of the measuring process
 
 Medians and p95 in milliseconds are printed and written as JSON under ``--out``
-(bench/results by default). All requests ask "as of" the generated stores' NOW, and the
-Membrane's clock stands at NOW, so runs are comparable. Reinforce writes (a few audit entries
-and anchors per run): the cached stores drift by that much between runs.
+(bench/results by default): ``latest.json``, and a dated copy that git ignores. All requests
+ask "as of" the generated stores' NOW, and the Membrane's clock stands at NOW, so runs are
+comparable. Reinforce writes (a few audit entries and anchors per run): the cached stores
+drift by that much between runs.
 
 The machine is measured as it is: ``loadavg`` (start and end) is recorded with the numbers,
 because other work on the same cores shows up in every median.
@@ -68,6 +69,36 @@ def label(n: int) -> str:
 
 
 # --------------------------------------------------------------------------- stores
+
+
+def db_kind(url: str) -> str:
+    """The database of a store's URL as results files name it: ``sqlite`` or ``postgres``."""
+    return "postgres" if url.startswith("postgresql") else "sqlite"
+
+
+def write_results(report: dict[str, Any], out: Path, latest: str, dated: str) -> Path:
+    """``report`` as ``out/<latest>`` and ``out/<dated>``, each written whole or not at all.
+
+    The latest file of each benchmark is the one git keeps: ``python -m bench.tables`` makes
+    bench/README.md's tables from it. The dated one is this run's record on this machine only
+    (bench/results/.gitignore)."""
+    for name in (dated, latest):
+        write_json(out / name, report)
+    return out / dated
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """``data`` as ``path`` (its folder made), written whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def stamp(started: datetime | str) -> str:
+    """A run's start as dated results files begin: ``20261126T233433Z``."""
+    when = datetime.fromisoformat(started) if isinstance(started, str) else started
+    return when.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _pg_url(base: str, schema: str) -> str:
@@ -408,12 +439,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  !! fast path and naive reference disagree: {naive['problems']}", flush=True)
     report["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     report["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    args.out.mkdir(parents=True, exist_ok=True)
-    name = f"{started.strftime('%Y%m%dT%H%M%SZ')}-{'-'.join(kinds)}-{'-'.join(label(n) for n in sizes)}.json"
-    (args.out / name).write_text(json.dumps(report, indent=1))
-    (args.out / "latest.json").write_text(json.dumps(report, indent=1))
+    name = f"{stamp(started)}-{'-'.join(kinds)}-{'-'.join(label(n) for n in sizes)}.json"
+    dated = write_results(report, args.out, "latest.json", name)
     print(f"cells: wall-clock median/p95 ms (CPU-time median of this process); ratios on wall medians. "
-          f"Results: {args.out / name}")
+          f"Results: {args.out / 'latest.json'} (and {dated.name}); python -m bench.tables puts them in bench/README.md")
     print(f"load average: {report['machine']['loadavg_start']} at start, {report['machine']['loadavg_end']} at end")
     return 0
 

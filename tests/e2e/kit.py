@@ -195,7 +195,7 @@ def set_multiselect(con: Console, index: int, values: list[str]) -> None:
 def run_bench_tool(tmp_path: Path, module: str, *args: str, records: int = 2000) -> tuple[dict, Path]:
     """``python -m <module> --db <a generated store of ``records``> --out <dir> <args>`` (a
     browser benchmark, bench/browser.py or bench/pages.py), which must exit 0; returns its JSON
-    report (the one JSON file it wrote) and the output folder."""
+    report (the one latest file it wrote; a dated copy sits beside it) and the output folder."""
     import pytest
 
     from .harness import CHROMIUM
@@ -215,5 +215,5 @@ def run_bench_tool(tmp_path: Path, module: str, *args: str, records: int = 2000)
     print(done.stdout)
     print(done.stderr[-3000:], file=sys.stderr)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    (report,) = out.glob("*.json")
+    (report,) = out.glob("*-latest.json")
     return json.loads(report.read_text()), out
