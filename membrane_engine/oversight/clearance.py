@@ -23,7 +23,7 @@ from datetime import datetime
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 
 from membrane_engine.audit import row_seal
 from membrane_engine.audit import reads as audit_reads
@@ -49,9 +49,10 @@ from membrane_engine.model.records import (
     sensitivity_level,
     to_epoch,
 )
-from membrane_engine.storage.record_queries import archived_labels, visible_condition
+from membrane_engine.storage import audit_seen
+from membrane_engine.storage.record_queries import archived_labels
 from membrane_engine.storage.access_log import access_entries
-from membrane_engine.storage.store import audit_entries, records
+from membrane_engine.storage.store import audit_entries
 from membrane_engine.rules.trust import (
     TrustContext,
     Verdict,
@@ -213,27 +214,6 @@ def explain(membrane: EngineContext, record_id: str, trust: TrustContext, cleara
 # --------------------------------------------------------------------------- audit log
 
 
-def _audit_visibility(conn, clearance: TrustContext, full_only: bool = False) -> Any:
-    """SQL: audit entries of records ``clearance`` sees (in full or redacted; with ``full_only``,
-    in full), live or archived."""
-    wanted = {Verdict.FULL} if full_only else {Verdict.FULL, Verdict.REDACTED}
-    archived = [rid for rid, (sens, scope) in archived_labels(conn).items()
-                if verdict_of(sens, scope, clearance) in wanted]
-    live = audit_entries.c.record_id.in_(select(records.c.id).where(visible_condition(clearance, full_only)))
-    return or_(live, audit_entries.c.record_id.in_(archived)) if archived else live
-
-
-def _full_ids(conn, ids: list[str], clearance: TrustContext) -> set[str]:
-    ids = list(dict.fromkeys(ids))
-    full = set(conn.execute(select(records.c.id).where(records.c.id.in_(ids),
-                                                        visible_condition(clearance, full_only=True))).scalars())
-    rest = [rid for rid in ids if rid not in full]
-    if rest:
-        full |= {rid for rid, (sens, scope) in archived_labels(conn, rest).items()
-                 if verdict_of(sens, scope, clearance) is Verdict.FULL}
-    return full
-
-
 def masked(row: AuditRow) -> AuditRow:
     """An entry of a record seen redacted: its action, time, record and position stay; who wrote
     it, why and the values it changed (a redacted view's audit log is empty) are withheld."""
@@ -255,13 +235,13 @@ def audit_query(membrane: EngineContext, clearance: TrustContext, actor: str | N
     with membrane.store.read() as conn:
         # Who wrote an entry is withheld on a record seen redacted, so filtering by actor may only
         # match entries of records the clearance sees in full (else the match itself would tell).
-        visibility = _audit_visibility(conn, clearance, full_only=bool(actor))
+        visibility = audit_seen.seen_condition(conn, clearance, full_only=bool(actor))
         conditions = filter_conditions(actor, action, record_id, since, until) + [visibility]
         total = conn.execute(select(func.count()).select_from(audit_entries).where(*conditions)).scalar()
         q = (select(audit_entries).where(*conditions)
              .order_by(audit_entries.c.ts.desc(), audit_entries.c.seq.desc()).limit(limit).offset(offset))
         rows = [row_to_audit(r) for r in conn.execute(q)]
-        full = _full_ids(conn, [r.record_id for r in rows], clearance) if rows else set()
+        full = audit_seen.full_ids(conn, [r.record_id for r in rows], clearance) if rows else set()
     return int(total), [r if r.record_id in full else masked(r) for r in rows]
 
 
@@ -269,18 +249,14 @@ def audit_action_counts(membrane: EngineContext, clearance: TrustContext, until:
     """Audit entries by action written at or before ``until`` on the records ``clearance`` sees
     (what an operator's metrics count, SPEC 10)."""
     clearance = as_trust(clearance, "clearance")
-    with membrane.store.read() as conn:
-        q = (select(audit_entries.c.action, func.count())
-             .where(audit_entries.c.ts <= to_epoch(until), _audit_visibility(conn, clearance))
-             .group_by(audit_entries.c.action))
-        return {str(action): int(n) for action, n in conn.execute(q)}
+    return audit_seen.action_totals(membrane.store, to_epoch(until), clearance)
 
 
 def audit_conditions(conn, clearance: TrustContext, full_only: bool = False) -> list[Any]:
     """SQL conditions limiting audit entries to those of records ``clearance`` sees (with
     ``full_only``, in full; none for a clearance that sees everything): for counts and charts."""
     clearance = as_trust(clearance, "clearance")
-    return [] if sees_everything(clearance) else [_audit_visibility(conn, clearance, full_only)]
+    return [] if sees_everything(clearance) else [audit_seen.seen_condition(conn, clearance, full_only)]
 
 
 def audit_rows(membrane: EngineContext, record_id: str, clearance: TrustContext) -> list[AuditRow]:
@@ -297,12 +273,7 @@ def audit_actors(membrane: EngineContext, clearance: TrustContext, limit: int = 
     actor is part of the audit log a redacted view withholds)."""
     clearance = as_trust(clearance, "clearance")
     limit = check_whole(limit, "limit", 0, MAX_QUERY_LIMIT)
-    with membrane.store.read() as conn:
-        q = select(audit_entries.c.actor, func.count().label("n"))
-        if not sees_everything(clearance):
-            q = q.where(audit_entries.c.record_id.in_(select(records.c.id).where(visible_condition(clearance, True))))
-        q = q.group_by(audit_entries.c.actor).order_by(func.count().desc(), audit_entries.c.actor).limit(limit)
-        return [r.actor for r in conn.execute(q)]
+    return audit_seen.actors_seen(membrane.store, limit, None if sees_everything(clearance) else clearance)
 
 
 # --------------------------------------------------------------------------- a record's past

@@ -32,7 +32,7 @@ from membrane_engine.model.records import (
     sensitivity_level,
 )
 from membrane_engine.rules.trust import as_trust
-from membrane_engine.storage import audit_stats
+from membrane_engine.storage import audit_seen, audit_stats
 from membrane_engine.storage.record_queries import found_records
 from membrane_engine.storage.store import audit_entries
 
@@ -106,7 +106,7 @@ def filter_ids(membrane: EngineContext, types: list[str] | None = None, scopes: 
 
 def audit_actors(membrane: EngineContext, limit: int = 500) -> list[str]:
     """Distinct actors in the audit log, most frequent first (at most ``limit``)."""
-    return audit_stats.actor_counts(membrane.store, check_whole(limit, "limit", 0, MAX_PICK))
+    return audit_seen.actors_seen(membrane.store, check_whole(limit, "limit", 0, MAX_PICK))
 
 
 def audit_span(membrane: EngineContext) -> tuple[float, float] | None:

@@ -1,6 +1,6 @@
 """Aggregates of the audit log the console's metrics and pickers read: entries by action after
-an instant, the log's time span and newest entry, its actors by frequency, when one actor
-first wrote.
+an instant, the log's time span and newest entry, when one actor first wrote (its actors by
+frequency are ``audit_seen.actors_seen``).
 
 Each is one or two indexed statements (the ``ts`` and ``(ts, action)`` indexes, the primary
 key, the actor index); none reads every entry of a large log unless the question covers it.
@@ -43,14 +43,6 @@ def actions_written_after(store: Store, t: float, through_seq: int | None = None
         return {str(action): int(n) for action, n in conn.execute(q)}
 
 
-def actor_counts(store: Store, limit: int) -> list[str]:
-    """Distinct actors in the audit log, most frequent first (at most ``limit``)."""
-    q = (select(audit_entries.c.actor, func.count().label("n")).group_by(audit_entries.c.actor)
-         .order_by(func.count().desc(), audit_entries.c.actor).limit(limit))
-    with store.read() as conn:
-        return [r.actor for r in conn.execute(q)]
-
-
 def span(store: Store) -> tuple[float, float] | None:
     """(oldest, newest) entry time in epoch seconds, or None for an empty log."""
     # One subquery per bound: each is then one look into the ts index (both aggregates in one
@@ -77,4 +69,4 @@ def first_written_by(store: Store, actor: str) -> float | None:
     return None if value is None else float(value)
 
 
-__all__ = ["actions_written_after", "actor_counts", "first_written_by", "newest_seq", "span"]
+__all__ = ["actions_written_after", "first_written_by", "newest_seq", "span"]
