@@ -28,11 +28,10 @@ def actions_written_after(store: Store, t: float, through_seq: int | None = None
     conditions = [audit_entries.c.ts > t]
     if through_seq is not None:
         # "+ 0" keeps the planner on the ts index: offered the primary key for "seq <=", SQLite
-        # walked the whole log (0.4 s at 300k entries) to find the few entries after ``t``.
+        # walked the whole log to find the few entries after ``t`` (bench/README.md).
         conditions.append(audit_entries.c.seq + 0 <= int(through_seq))
     # Grouped by an expression, not the column: offered the action index for the GROUP BY,
-    # SQLite walks every entry by action (2.3 s at 1.9M) instead of the (ts, action) range alone
-    # (0.3 s).
+    # SQLite walks every entry by action instead of the (ts, action) range alone.
     action = audit_entries.c.action.op("||")(literal_column("''")).label("action")
     q = select(action, func.count()).where(*conditions).group_by(action)
     newest = select(func.max(audit_entries.c.ts))
@@ -46,7 +45,7 @@ def actions_written_after(store: Store, t: float, through_seq: int | None = None
 def span(store: Store) -> tuple[float, float] | None:
     """(oldest, newest) entry time in epoch seconds, or None for an empty log."""
     # One subquery per bound: each is then one look into the ts index (both aggregates in one
-    # SELECT made SQLite scan the whole log, 140 ms at 2M entries).
+    # SELECT made SQLite scan the whole log).
     lo_q = select(func.min(audit_entries.c.ts)).scalar_subquery()
     hi_q = select(func.max(audit_entries.c.ts)).scalar_subquery()
     with store.read() as conn:

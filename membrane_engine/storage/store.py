@@ -435,8 +435,8 @@ def _sqlite_pragmas(dbapi_conn, _record, timeout_ms: int = 60000, durable: bool 
     cur.execute("PRAGMA foreign_keys = ON")
     # A new store's page size (an existing file keeps its own). Records are about 2 KB, which
     # fill 4 KiB pages (SQLite's default) unevenly; 16 KiB pages hold them, and the index entries
-    # of a bulk import, with a quarter of the page splits and page writes: a million-record
-    # import's writing process took 97 s instead of 144 s (bench/README.md).
+    # of a bulk import, with a quarter of the page splits and page writes (the import's time
+    # with each: bench/README.md).
     cur.execute(f"PRAGMA page_size = {SQLITE_PAGE_SIZE}")
     try:
         cur.execute("PRAGMA journal_mode = WAL")
@@ -1066,11 +1066,11 @@ class Store:
         no other connection has open, its journal becomes a rollback journal for the length of
         the transaction (``_end_write`` puts the write-ahead log back). The import's pages then go
         into the file once; through the write-ahead log they are written twice, the second time
-        by the checkpoint after the commit (19 s of a million-record import, 4 s this way; the
-        inserts themselves cost the same). Only into an empty store: readers wait for a
-        transaction that writes pages into the file (in WAL mode they read the state before it),
-        and an empty store has nothing to read. Anything else, another connection included (the
-        switch needs the file to itself), leaves the write-ahead log on; it is only slower."""
+        by the checkpoint after the commit (the inserts themselves cost the same). Only into an
+        empty store: readers wait for a transaction that writes pages into the file (in WAL mode
+        they read the state before it), and an empty store has nothing to read. Anything else,
+        another connection included (the switch needs the file to itself), leaves the write-ahead
+        log on; it is only slower (bench/README.md has both times)."""
         if self._file is None or not self.is_empty(conn):
             return
         self.engine.pool.dispose()  # this process's idle connections would keep the file open
@@ -1502,8 +1502,7 @@ class Store:
         unique = list(dict.fromkeys(ids))
         # Not prepared: psycopg 3 prepares a statement run five times on a connection, and
         # PostgreSQL may then keep a generic plan for it; during a bulk import one made while the
-        # table was still empty is a sequential scan, kept as the table grows (100k records on
-        # PostgreSQL took 145 s instead of 15).
+        # table was still empty is a sequential scan, kept as the table grows (bench/README.md).
         found = {row[0] for row in rows_in(conn, "records", ("id",), "id", unique, prepare=False)}
         if include_archive:
             found.update(row[0] for row in rows_in(conn, "archive", ("id",), "id", unique, prepare=False))
@@ -1581,12 +1580,11 @@ class Store:
         """For a bulk import into an empty store: the secondary indexes of records and audit
         entries (not the keys, which refuse duplicates) dropped for the length of the import and
         built again, each with one sort, before it commits. Kept current row by row they cost
-        about as much as the inserts themselves: on PostgreSQL the server's CPU (300k records:
-        36 s of writing with them, 21 s without and 3 s to build them), on SQLite the writing
-        process's (300k records: 21 s with them, 12 s without, 4 s to build them). All in the
-        import's transaction: a failed import rolls the drop back with the rest. On PostgreSQL
-        readers of the store wait for the import (dropping an index locks its table); an empty
-        store has nothing to read. On SQLite in WAL mode they read the store as it was."""
+        about as much as the inserts themselves: on PostgreSQL the server's CPU, on SQLite the
+        writing process's (bench/README.md). All in the import's transaction: a failed import
+        rolls the drop back with the rest. On PostgreSQL readers of the store wait for the import
+        (dropping an index locks its table); an empty store has nothing to read. On SQLite in WAL
+        mode they read the store as it was."""
         if not self.is_empty(conn):
             yield
             return
@@ -1679,7 +1677,7 @@ class Store:
         every check would cost more than the extra round trip does after a change."""
         mark = _mark(conn)
         with _driver_cursor(conn) as cursor:
-            cursor.execute("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1")  # max(seq), a third faster
+            cursor.execute("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1")  # faster than max(seq)
             newest = cursor.fetchone()
             if newest is None or newest[0] <= seq:
                 return []
@@ -1699,14 +1697,14 @@ class Store:
             if seq <= 0:
                 # The first count reads the action index alone (an index-only scan on PostgreSQL,
                 # a covering one on SQLite): asked for each group's newest seq, both read every
-                # row instead (2M entries: 0.3-0.6 s against 0.1). Any newest seq of the same
-                # statement will do: it counts everything up to there.
+                # row instead. Any newest seq of the same statement will do: it counts everything
+                # up to there.
                 cursor.execute("SELECT action, count(*), (SELECT max(seq) FROM audit_entries) FROM audit_entries "
                                "GROUP BY action")
             else:
                 # After it, SQLite must read the new entries by their key: left to itself it scans
-                # the whole action index for the grouping (90 ms at 2M entries instead of 0.1);
-                # ``+action`` is not the indexed column to it.
+                # the whole action index for the grouping; ``+action`` is not the indexed column
+                # to it.
                 group = "+action" if self.is_sqlite else "action"
                 cursor.execute(f"SELECT action, count(*), max(seq) FROM audit_entries WHERE seq > {mark} "
                                f"GROUP BY {group}", (int(seq),))
