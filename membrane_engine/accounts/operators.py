@@ -35,7 +35,7 @@ from membrane_engine.storage.store import Store
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 MIN_PASSWORD = 12
 MAX_PASSWORD = 1024
-# scrypt at n=2**15, r=8: 32 MiB and ~0.1 s per hash, OWASP's floor for scrypt.
+# scrypt at n=2**15, r=8: 32 MiB per hash (128 * n * r bytes), OWASP's floor for scrypt.
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2 ** 15, 8, 1
 _SCRYPT_MAXMEM = 64 * 1024 * 1024
 FIRST_RUN = "first_run"

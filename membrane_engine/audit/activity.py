@@ -1,6 +1,6 @@
 """Audit entries per hour and action over the whole log (a retract named "retract", not counted
 among Membrane's ``delete`` entries it is written as), kept per process: counted in full once
-(one GROUP BY over every entry: 1.5-3 s of CPU at 3M entries), then at each call only the
+(one GROUP BY over every entry: seconds on a large store), then at each call only the
 entries after the last one counted, a range of the primary key. Exact for the reason
 ``metrics.ActionCounts`` is: entries are only ever appended, never changed or deleted, and one
 writer at a time appends them, so their sequence numbers are in commit order.

@@ -71,8 +71,8 @@ def records_returned(matching: int, limit: int, cap: int | None = MAX_LIMIT) -> 
     """How many records a retrieve returns when ``matching`` records pass gating and the
     salience filter: the first ``limit`` of them, and with limit 0 (no limit of the caller's)
     the first ``cap`` (every one when ``cap`` is None). The cap keeps one request on a store of
-    millions from reading and validating every record it can see (187k records took 45 s at
-    1M); the counts and the selector still see every record."""
+    millions from reading and validating every record it can see (bench/README.md); the counts
+    and the selector still see every record."""
     return min(matching, limit or cap or matching)
 
 
@@ -365,10 +365,11 @@ def page_order(snap: Snapshot, keep: np.ndarray, s: np.ndarray, v: np.ndarray, l
 def _hybrid_scores(cos: np.ndarray, sal: np.ndarray, room: int) -> tuple[np.ndarray, np.ndarray]:
     """Membrane's hybrid score ``0.7 * (1 - rank / n) + 0.3 * S`` (rank by cosine among the n
     records, ties in store order) of enough records to hold the best ``room``: (their positions,
-    their scores). Sorting every cosine costs 40 ms at 400k records; only the best by cosine
-    are sorted, as many as it takes for the ``room``-th best score among them to beat any
-    score a record outside could reach (its rank is at least their number, its S at most the
-    largest S outside), so the best ``room`` and their order are those of the full sort."""
+    their scores). Sorting every cosine would cost more than the rest of the request; only the
+    best by cosine are sorted, as many as it takes for the ``room``-th best score among them to
+    beat any score a record outside could reach (its rank is at least their number, its S at
+    most the largest S outside), so the best ``room`` and their order are those of the full
+    sort."""
     n = len(cos)
     m = max(8 * room, n // 16)
     while m < n // 2:

@@ -19,8 +19,9 @@ one before, so keeping the cache current costs about what changed, not the size 
   previous snapshot. Nothing a snapshot that anyone holds can read is ever written.
 - ``row_of`` (id -> row) is one dict shared by all snapshots (rows are only ever added, never
   moved), seen through a ``RowIndex`` that hides rows beyond the snapshot's ``n``. It is built
-  on its first use, not with the columns: at a million rows it costs half a second, which the
-  pages that only count and chart over the columns (the first page after a start) never need.
+  on its first use, not with the columns: at a million rows that is a noticeable part of a
+  start, which the pages that only count and chart over the columns (the first page after a
+  start) never need.
 """
 
 from __future__ import annotations
@@ -380,8 +381,8 @@ def _custom_of(rows: list[tuple], offset: int) -> dict[int, tuple[tuple[float, f
 def _load(store: Store, conn) -> _Columns:
     """Every record, chunk by chunk from the driver, into buffers with spare capacity, rows
     ordered by gate code: a request's visible rows then come in long runs, so finding them and
-    gathering their columns stream through memory instead of branching at random (about 4x
-    faster at 1M rows). Rows added later go after these; nothing depends on row order."""
+    gathering their columns stream through memory instead of branching at random (bench/README.md
+    has the gain). Rows added later go after these; nothing depends on row order."""
     scope_names = [""]
     scope_index = {"": 0}
     tag_sets = TagSets()

@@ -41,8 +41,7 @@ class VectorIndex:
     A cold start reads every stored vector in one scan (``load``; ``Membrane.warm`` does it
     with the column cache's load). Stored at half precision, held here as float32: numpy has no
     fast half-precision arithmetic, and converting on every request would cost more than the
-    scan itself (a request scans the rows it ranks: 400k rows x 192 dimensions in 30 ms as
-    float32, 160 ms as float16 converted on the fly, on this project's machine)."""
+    scan itself (a request scans the rows it ranks; both times in bench/README.md)."""
 
     def __init__(self, store: Any, embedder: Embedder):
         self.store = store
@@ -206,7 +205,7 @@ _GAP = 256  # places between two wanted vectors up to which the ones between are
 def _matvec(m: np.ndarray, v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``m @ v`` in numpy's own vectorized loop, on this thread: BLAS's matrix-vector product
     hands a few thousand rows to threads that spin while they wait, and on a busy machine that
-    cost 10x the CPU time (a 19k x 192 product: 7 ms of CPU through BLAS, 0.7 ms here)."""
+    cost many times the CPU time (bench/README.md)."""
     return np.einsum("ij,j->i", m, v, out=out)
 
 

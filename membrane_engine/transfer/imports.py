@@ -146,7 +146,8 @@ def gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for a bulk import. An import allocates millions of
     small objects and keeps many alive (parsed items, models, rows), so the collector runs again
     and again over a growing heap, each time finding nothing to free (records hold no reference
-    cycles): with it on, preparing a record cost 2.2x as much CPU, parsing a JSON line 3.8x.
+    cycles): with it on, preparing a record and parsing a JSON line cost far more CPU
+    (bench/README.md).
     Reference counting still frees everything as usual; the collector is on again afterwards."""
     was_enabled = gc.isenabled()
     gc.disable()
@@ -197,7 +198,7 @@ _REFUSED_MAX = 10_000
 def _problems_of(item: Any, checked: bool, text: str | bytes | None) -> list[tuple[str, str]] | MemoryRecord:
     """The record an item makes, or its problems. A short item's refusal is remembered by its
     text: a junk file repeats the same few items millions of times (``[{}, {}, ...]``), and
-    validating each again would cost 15 µs where a look-up costs 0.1."""
+    validating each again costs far more than a look-up."""
     if text is not None:
         known = _REFUSED.get(text)
         if known is not None:

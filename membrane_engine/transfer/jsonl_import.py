@@ -2,10 +2,10 @@
 the file (``imports.prepare``: validation, rows, audit chains), the calling process writes them
 as they come back (``Membrane.import_prepared``), all in one transaction.
 
-Validation is most of an import's CPU (pydantic and building the rows, 100-200 µs a record
-here), and it needs nothing from the store, so it is what runs in parallel; the writes stay in one process, in one
+Validation is most of an import's CPU (pydantic and building the rows), and it needs nothing
+from the store, so it is what runs in parallel; the writes stay in one process, in one
 transaction, as in ``import_records``. Workers are started with ``spawn`` (no ``fork``: the
-caller may be a threaded server), which costs about a second, so small files are not worth it.
+caller may be a threaded server), whose start costs more than a small file gains from them.
 The refusals are ``import_records``'s, with lines and records numbered in the whole file.
 """
 
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 CHUNK_BYTES = 16 << 20  # bytes per worker task (about 9,000 records of 1.8 KB): big enough to amortize
 # a task's overhead, small enough for an even spread
 CHUNK_LINES = 50_000  # lines per worker task at most: a file of tiny junk lines ("{}") would put
-# millions of parsed items in one task (800 MB for 16 MB of "{}" lines)
+# millions of parsed items, hundreds of megabytes, in one task
 
 
 SHORT_LINE = 64  # lines this short go to ``prepare`` with their text, to recognise repeated junk
