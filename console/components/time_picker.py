@@ -23,6 +23,7 @@ from membrane_engine import format_time, parse_time
 
 UTC = timezone.utc
 STEP = 60  # seconds between the times the field's list offers (any minute can be typed)
+DATE_FORMAT = "YYYY-MM-DD"  # ISO 8601, as the URL and every table write an instant
 
 
 def _naive_utc(value: datetime) -> datetime:
@@ -50,7 +51,7 @@ def instant_picker(key: str, label: str = "As of", *, default: datetime | None =
         set_instant(key, default if now_if_empty or default is None else to_minute(default))
     if now_if_empty:
         help = ((help or "") + " Leave empty for now.").strip()
-    value = st.datetime_input(f"{label} (UTC)", key=key, format="YYYY-MM-DD", step=STEP, help=help,
+    value = st.datetime_input(f"{label} (UTC)", key=key, format=DATE_FORMAT, step=STEP, help=help,
                               required=not now_if_empty)
     if value is None:
         return None
@@ -59,7 +60,7 @@ def instant_picker(key: str, label: str = "As of", *, default: datetime | None =
 
 def day_picker(key: str, label: str, *, until: bool = False) -> datetime | None:
     """A whole day in UTC, or None (left empty): its first instant, or with ``until`` its last."""
-    day = st.date_input(f"{label} (UTC)", value=None, key=key)
+    day = st.date_input(f"{label} (UTC)", value=None, key=key, format=DATE_FORMAT)
     if day is None:
         return None
     return datetime.combine(day, time.max if until else time.min, tzinfo=UTC)
