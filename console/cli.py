@@ -59,7 +59,7 @@ def prewarm(url: str) -> None:
         # nobody visiting, it all loads after a while.
         state.FIRST_RUN_DONE.wait(timeout=FIRST_PAGE_WAIT)
         state.wait_until_quiet(QUIET_BEFORE_WARM, timeout=FIRST_PAGE_WAIT)
-        m.columns.index_ids()  # half a second at 1M
+        m.columns.index_ids()  # a noticeable wait at 1M, for the first look-up by id
         import plotly.graph_objects  # noqa: F401  (the other pages' charts)
         m.warm()  # ranking vectors, entity names: seconds of CPU at 1M
     except Exception as exc:
@@ -212,8 +212,8 @@ def serve(argv: list[str]) -> int:
         sys.argv += ["--"] * (not args.db) + ["--policies", args.policies]
     os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
     # At the first element any script draws, Streamlit asks once whether it runs in a Python REPL,
-    # through inspect.stack() over the script thread's deep stack: 0.1-0.2 s of the first page
-    # after a start. This process is `streamlit run`; the flag only skips that question.
+    # through inspect.stack() over the script thread's deep stack, a noticeable part of the
+    # first page after a start (bench/README.md). This process is `streamlit run`; the flag only skips that question.
     import streamlit.delta_generator
 
     streamlit.delta_generator._use_warning_has_been_displayed = True

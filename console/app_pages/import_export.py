@@ -47,8 +47,8 @@ def export_root() -> Path:
 @contextmanager
 def spooled(upload: Any) -> Iterator[Path]:
     """The upload as a file the engine reads one record at a time (``preview_file``,
-    ``import_file``), copied in chunks instead of decoded and parsed whole (a 50 MB upload
-    parsed in memory took 1.96 GB). Private (0600 in a 0700 folder of its own), named as the
+    ``import_file``), copied in chunks instead of decoded and parsed whole (which held every
+    record of the upload in memory at once). Private (0600 in a 0700 folder of its own), named as the
     upload so the engine's messages name it, removed when the block ends."""
     folder = Path(tempfile.mkdtemp(prefix="membrane-upload-"))
     track_private(folder)  # holds records in full: removed on SIGTERM / SIGINT too

@@ -48,7 +48,7 @@ operator = page.operator
 def review_queue(_view, store: tuple, who: str, cleared: tuple, days: int, minute: str) -> Any:
     """The view's queue, kept per store state (any write, here or in another process, gives a new
     key), operator and clearance, horizon and minute: a page revisited reads it again instead of
-    building it (a quarter of a second at 1M). Keyed by the operator too: the view logs the
+    building it anew (bench/README.md). Keyed by the operator too: the view logs the
     contested records it shows as that operator's reads ("who looked")."""
     return _view.review_queue(horizon=timedelta(days=days))
 

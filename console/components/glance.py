@@ -1,9 +1,9 @@
 """Tables that read as charts: counts tinted by size, bars and daily bars inside the cells.
 
 The overview is the page a console opens on, so it draws with the table the page already
-loads rather than a chart library: in Chromium on this project's machine, plotly's first chart on
-a page cost about a second of main-thread time, and each further one a quarter of that
-(bench/README.md, "Every console page in a browser").
+loads rather than a chart library: in Chromium, plotly's first chart on a page costs a large
+part of the page's main-thread time, and each further one more (bench/README.md, "Why it is
+fast").
 Every number stays exact and readable in its cell."""
 
 from __future__ import annotations

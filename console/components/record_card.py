@@ -102,8 +102,8 @@ def record_card(record: MemoryRecord, verdict: str | None = None,
             else:
                 verdict_badge(verdict)
         # Named by what it says (a redacted view: "redacted <type> record"); the id on hover and in
-        # the explorer. Plain text, not st.code: ten code blocks per page cost the browser about
-        # 0.2 s of script time on every simulator load (bench/browser.py).
+        # the explorer. Plain text, not st.code: ten code blocks per page slowed every simulator
+        # load in the browser (bench/README.md).
         head[1].text(clean(label(record), 300), help=f"id {md(record.id, 300)}")
         if explain is not None:
             with head[2].popover("why?", width="stretch"):
