@@ -1,6 +1,6 @@
 """The import page streams an upload as the engine's import_file does: a 50 MB upload is copied
 to a private file in chunks and read one record at a time, never decoded and parsed whole (which
-held every record of the file at once: 1.96 GB for 50 MB). Measured in a process of its own
+held every record of the file at once). Measured in a process of its own
 (upload_memory_probe.py), against what the test harness alone takes to hand over the upload."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 PROBE = Path(__file__).resolve().parent / "upload_memory_probe.py"
 MB = 2**20
 # Python memory (tracemalloc) the page takes beyond what AppTest keeps of the upload, for 50 MB
-# of the sample's records (26,611): 254 MB streamed (the engine's import buffer of 20,000 records
-# most of it), 471 MB parsed whole (the page as it was; it grows with the file). Generous.
+# of the sample's records: between what streaming takes (the engine's import buffer most of it)
+# and what parsing the file whole took, which grows with the file (both in bench/README.md).
 PAGE_BOUND = 360 * MB
 
 

@@ -3,8 +3,9 @@ are not UTF-8 refused as PolicyError naming the line and the key, files over the
 refused before they are parsed, and snapshot files that are not snapshots refused by line.
 
 The long-input tests carry a pytest-timeout as a guard, not as a measure: the line reader these
-replace took 20 s on 3.5 KB and 257 s on 8 KB (cubic backtracking), so on a megabyte it never
-ends, while a linear reader finishes in a fraction of the bound on a loaded machine."""
+replace backtracked in time cubic in a line's length (minutes on a few KB, bench/README.md), so
+on a megabyte it never ends, while a linear reader finishes in a fraction of the bound on a
+loaded machine."""
 
 from __future__ import annotations
 

@@ -124,8 +124,8 @@ def test_snapshot_is_private_and_then_used_with_the_changes_another_process_made
 
 
 def test_the_id_index_is_built_on_first_use(store, store_url, tmp_path):
-    """From its snapshot the cache counts and charts without its id -> row index (half a second
-    at 1M, which the first page after a start does not need). The first look-up by id builds it,
+    """From its snapshot the cache counts and charts without its id -> row index (a noticeable
+    wait at 1M, which the first page after a start does not need). The first look-up by id builds it,
     from the rows the cache had then; rows another process adds later are indexed as they come."""
     where = tmp_path / "snapshots"
     written(store, where)

@@ -74,7 +74,7 @@ def _empty_objects(path: Path, size: int) -> int:
                                                  ("empty-on-workers.jsonl", 5 * MB, 2)])
 def test_a_file_of_empty_objects_is_refused_in_bounded_memory(tmp_path: Path, name: str, size: int, workers: int):
     """Each ``{}`` lacks id, type, sensitivity and payload: 4 problems a record. The old import
-    kept every one (26.7 million for 20 MB, a 7.3 GB peak)."""
+    kept every one, gigabytes for 20 MB (bench/README.md)."""
     n = _empty_objects(tmp_path / name, size)
     out = _import_measured(tmp_path, tmp_path / name, workers)
     assert out["records"] == 0 and "imported" not in out
