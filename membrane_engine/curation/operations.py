@@ -5,10 +5,10 @@ Every operation is written once, as a *planner*: a function that reads the store
 ``_View``), checks its arguments and rules in SPEC order (arguments, record exists, episodic
 immutability, the operation's own rules) and returns a ``CurationPlan`` -- the records as they
 will be after the change plus the audit entries that will be written -- without writing
-anything. ``Membrane.preview(op, ...)`` runs the planner in a read transaction and returns the
-plan; the operation itself runs the same planner inside one ``Store.write()`` transaction (on
-rows read after the write lock is held, so concurrent operators never lose an update) and then
-executes the plan. Preview and apply therefore cannot diverge.
+anything. ``preview_within(ctx, None, op, ...)`` runs the planner in a read transaction and
+returns the plan; the operation (``curate_within``) runs the same planner inside one
+``Store.write()`` transaction (on rows read after the write lock is held, so concurrent
+operators never lose an update) and then executes the plan. Preview and apply therefore cannot diverge.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 from sqlalchemy.engine import Connection
 
 from membrane_engine.audit import trail as audit
+from membrane_engine.context import EngineContext
 from membrane_engine.rules import chain as audit_chain
 from membrane_engine.storage.audit_log import row_digest
 from membrane_engine.rules import history
@@ -1036,169 +1037,105 @@ def execute(store: Store, conn: Connection, plan: CurationPlan, v: _View | None 
     return []
 
 
-class CurationMixin:
-    """The curation operations of the Membrane facade (SPEC 6 and 8). Each returns the
-    ``CurationPlan`` it applied (``prune`` returns the ids). ``preview(op, ...)`` returns the
-    same plan without writing anything."""
+# the engine's entry points (the facade and the operator's view call these) --------------
 
-    store: Store  # the Membrane provides store, columns and now()
 
-    # the engine -------------------------------------------------------------------
+def preview_within(ctx: EngineContext, clearance: TrustContext | None, op: str, *args: Any,
+                   **kwargs: Any) -> CurationPlan:
+    """What ``op`` (a curation operation's name) would do with these arguments, called as the
+    operation itself is (``preview_within(ctx, None, "reinforce", id, actor, rationale,
+    gain=0.2)``): the records as they would be after the change and the audit entries that
+    would be written. Raises what the operation would raise; writes nothing. With
+    ``clearance``, an operator's, which must see every record involved in full (``_Within``;
+    the operator's view, SPEC 10)."""
+    planner = _planner(op)
+    _check_call(op, planner, args, kwargs)
+    snapshot = ctx.columns.current() if op == "prune" else None
+    with ctx.store.read() as conn:
+        view = _planner_view(ctx, conn, False, snapshot, clearance, op)
+        plan = planner(view, ctx.now(), *args, **kwargs)
+    if clearance is not None:
+        _created_within(plan, clearance)
+    return plan
 
-    def preview(self, op: str, *args: Any, **kwargs: Any) -> CurationPlan:
-        """What ``op`` (a curation operation's name) would do with these arguments, called as the
-        operation itself is (``m.preview("reinforce", id, actor, rationale, gain=0.2)``): the
-        records as they would be after the change and the audit entries that would be written.
-        Raises what the operation would raise; writes nothing."""
-        return self.preview_within(None, op, *args, **kwargs)
 
-    def preview_within(self, clearance: TrustContext | None, op: str, *args: Any, **kwargs: Any) -> CurationPlan:
-        """``preview`` for an operator whose ``clearance`` must see every record involved in full
-        (``_Within``; the operator's view, SPEC 10)."""
-        planner = _planner(op)
-        _check_call(op, planner, args, kwargs)
-        snapshot = self.columns.current() if op == "prune" else None  # type: ignore[attr-defined]
-        with self.store.read() as conn:
-            view = self._planner_view(conn, False, snapshot, clearance, op)
-            plan = planner(view, self.now(), *args, **kwargs)
+def _planner_view(ctx: EngineContext, conn: Connection, locking: bool, snapshot: Any, clearance: TrustContext | None,
+                  op: str) -> _View:
+    if clearance is None:
+        return _View(ctx.store, conn, locking, snapshot)
+    return _Within(ctx.store, conn, locking, snapshot, as_trust(clearance, "clearance"), quiet=op == "prune")
+
+
+def curate_within(ctx: EngineContext, clearance: TrustContext | None, op: str, *args: Any,
+                  **kwargs: Any) -> CurationPlan:
+    """Apply ``op`` (its arguments as the facade's operation takes them) and return the plan
+    applied. With ``clearance``, as an operator whose clearance must see in full every record
+    it reads or creates, decided on the rows read under the write lock (so a relabel by another
+    process between a page's read and this write cannot widen it); refused before anything is
+    written otherwise."""
+    planner = _planner(op)
+    _check_call(op, planner, args, kwargs)
+    snapshot = ctx.columns.current() if op == "prune" else None
+    with ctx.store.write(prefetch=_named_record(op, args)) as conn:
+        now = ctx.now()  # read after the write lock is held: operation times follow commit order
+        view = _planner_view(ctx, conn, True, snapshot, clearance, op)
+        plan = planner(view, now, *args, **kwargs)
         if clearance is not None:
             _created_within(plan, clearance)
-        return plan
+        _plan_vectors(ctx, conn, plan)  # SPEC 9: new records' ranking vectors, in this transaction
+        written = execute(ctx.store, conn, plan, view, last=True)
+    ctx.columns.written(written)  # committed: the cache may take them
+    return plan
 
-    def _planner_view(self, conn: Connection, locking: bool, snapshot: Any, clearance: TrustContext | None,
-                      op: str) -> _View:
-        if clearance is None:
-            return _View(self.store, conn, locking, snapshot)
-        return _Within(self.store, conn, locking, snapshot, as_trust(clearance, "clearance"), quiet=op == "prune")
 
-    def _curate(self, op: str, *args: Any, **kwargs: Any) -> CurationPlan:
-        return self.curate_within(None, op, *args, **kwargs)
+def prune(ctx: EngineContext, actor: str, rationale: str, as_of: datetime | None = None,
+          dry_run: bool = True) -> list[str]:
+    """Archive every record that is not pinned, has policy auto_prune and S(as_of) < 0.001.
+    Returns the ids pruned, or with ``dry_run`` (the default) the ids that would be."""
+    if check_flag(dry_run, "dry_run"):  # the eligibility the plan uses, without building the archive plan
+        _who(actor, rationale)
+        snapshot = ctx.columns.current()
+        with ctx.store.read() as conn:
+            return [rid for rid, _ in _prunable(_View(ctx.store, conn, False, snapshot), ctx.now(), as_of)[3]]
+    return list(curate_within(ctx, None, "prune", actor, rationale, as_of=as_of).result)
 
-    def curate_within(self, clearance: TrustContext | None, op: str, *args: Any, **kwargs: Any) -> CurationPlan:
-        """Apply ``op`` as an operator whose ``clearance`` must see in full every record it reads
-        or creates, decided on the rows read under the write lock (so a relabel by another
-        process between a page's read and this write cannot widen it); refused before anything
-        is written otherwise."""
-        planner = _planner(op)
-        _check_call(op, planner, args, kwargs)
-        snapshot = self.columns.current() if op == "prune" else None  # type: ignore[attr-defined]
-        with self.store.write(prefetch=_named_record(op, args)) as conn:
-            now = self.now()  # read after the write lock is held: operation times follow commit order
-            view = self._planner_view(conn, True, snapshot, clearance, op)
-            plan = planner(view, now, *args, **kwargs)
-            if clearance is not None:
-                _created_within(plan, clearance)
-            self._plan_vectors(conn, plan)  # SPEC 9: new records' ranking vectors, in this transaction
-            written = execute(self.store, conn, plan, view, last=True)
-        self.columns.written(written)  # type: ignore[attr-defined]  # committed: the cache may take them
-        return plan
 
-    # the operations (SPEC 8) ---------------------------------------------------------
+def archived_ids(ctx: EngineContext) -> list[str]:
+    """Ids in the archive (pruned or deleted), newest first."""
+    with ctx.store.read() as conn:
+        return ctx.store.archived_ids(conn)
 
-    def reinforce(self, id: str, actor: str, rationale: str, gain: float | None = None) -> CurationPlan:
-        """S_new = max(S(now), min(S(now) + gain, 1)); anchor and last_reinforced_at = now."""
-        return self._curate("reinforce", id, actor, rationale, gain=gain)
 
-    def penalize(self, id: str, amount: float, actor: str, rationale: str) -> CurationPlan:
-        """S_new = max(S(now) - amount, min(S(now), min_salience)); anchor = now."""
-        return self._curate("penalize", id, amount, actor, rationale)
+# ranking vectors of what an operation writes (SPEC 9) ------------------------------
 
-    def retract(self, id: str, actor: str, rationale: str) -> CurationPlan:
-        """Salience 0 (anchored now), semantic status retracted; the record stays."""
-        return self._curate("retract", id, actor, rationale)
 
-    def contest(self, id: str, contesting_ref: str, actor: str, rationale: str) -> CurationPlan:
-        """Semantic status contested; relation contested_by -> ref when ref is a record id."""
-        return self._curate("contest", id, contesting_ref, actor, rationale)
+def _plan_vectors(ctx: EngineContext, conn: Connection, plan: CurationPlan) -> None:
+    """The ranking vectors of the records ``plan`` creates (supersede, fork, merge), of a
+    record whose text it changes, and of a restored record whose vector is not kept under
+    the current provider, written in the operation's transaction. Operations that keep
+    every record's text (reinforce, penalize, ...) cost a set look-up here. A failing
+    provider writes none (the records get theirs when a task first asks)."""
+    embedder = ctx.embedder
+    if embedder is None or plan.op in _KEEPS_TEXT:
+        return
+    from membrane_engine.rules.ranking import record_parts
 
-    def supersede(self, old_id: str, new_record: Any, actor: str, rationale: str) -> CurationPlan:
-        """Retract ``old_id`` and create ``new_record`` in its place (SPEC 6)."""
-        return self._curate("supersede", old_id, new_record, actor, rationale)
+    fresh = [c.after for c in plan.changes if c.kind == "create"]
+    fresh += [c.after for c in plan.changes if c.kind == "update" and c.before is not None
+              and record_parts(c.before) != record_parts(c.after)]
+    restored = [c.after for c in plan.changes if c.kind == "restore"]
+    if restored:
+        kept = ctx.store.vectors_of(conn, [r.id for r in restored], embedder.name)
+        fresh += [r for r in restored if r.id not in kept]
+    if not fresh:
+        return
+    from membrane_engine.transfer.imports import vector_rows
 
-    def fork(self, source_id: str, forked_record: Any, actor: str, rationale: str) -> CurationPlan:
-        """Create ``forked_record`` derived_from ``source_id``; the source is unchanged."""
-        return self._curate("fork", source_id, forked_record, actor, rationale)
-
-    def merge(self, ids: list[str], merged_record: Any, actor: str, rationale: str) -> CurationPlan:
-        """Retract every record of ``ids`` and create ``merged_record`` derived_from each."""
-        return self._curate("merge", ids, merged_record, actor, rationale)
-
-    def pin(self, id: str, actor: str, rationale: str) -> CurationPlan:
-        """Freeze salience at S(now)."""
-        return self._curate("pin", id, actor, rationale)
-
-    def unpin(self, id: str, actor: str, rationale: str) -> CurationPlan:
-        """Restart decay from S(now)."""
-        return self._curate("unpin", id, actor, rationale)
-
-    def reclassify(self, id: str, actor: str, rationale: str, sensitivity: Any = None, scope: str | None = None,
-                   tags: list[str] | None = None) -> CurationPlan:
-        """Change sensitivity, scope and/or tags; the audit rationale names old and new values."""
-        return self._curate("reclassify", id, actor, rationale, sensitivity=sensitivity, scope=scope, tags=tags)
-
-    def delete(self, id: str, actor: str, rationale: str) -> CurationPlan:
-        """Move the record to the archive (refused for deletion policy ``never``)."""
-        return self._curate("delete", id, actor, rationale)
-
-    def restore(self, id: str, actor: str, rationale: str) -> CurationPlan:
-        """Bring an archived record back exactly as it was."""
-        return self._curate("restore", id, actor, rationale)
-
-    def prune(self, actor: str, rationale: str, as_of: datetime | None = None, dry_run: bool = True) -> list[str]:
-        """Archive every record that is not pinned, has policy auto_prune and S(as_of) < 0.001.
-        Returns the ids pruned, or with ``dry_run`` (the default) the ids that would be."""
-        if check_flag(dry_run, "dry_run"):  # the eligibility the plan uses, without building the archive plan
-            _who(actor, rationale)
-            snapshot = self.columns.current()  # type: ignore[attr-defined]
-            with self.store.read() as conn:
-                return [rid for rid, _ in _prunable(_View(self.store, conn, False, snapshot), self.now(), as_of)[3]]
-        return list(self._curate("prune", actor, rationale, as_of=as_of).result)
-
-    def archived_ids(self) -> list[str]:
-        """Ids in the archive (pruned or deleted), newest first."""
-        with self.store.read() as conn:
-            return self.store.archived_ids(conn)
-
-    def reinstate(self, id: str, actor: str, rationale: str) -> CurationPlan:
-        """A contested semantic record back to active; salience unchanged (``plan_reinstate``)."""
-        return self._curate("reinstate", id, actor, rationale)
-
-    def restore_version(self, id: str, when: datetime, actor: str, rationale: str) -> CurationPlan:
-        """Bring the record back to its version at ``when``: sensitivity, scope, tags, pinned,
-        revision status and relations as they were then, salience S(when) re-anchored now
-        (``plan_restore_version``); refused for episodic records."""
-        return self._curate("restore_version", id, when, actor, rationale)
-
-    # ranking vectors of what an operation writes (SPEC 9) ------------------------------
-
-    def _plan_vectors(self, conn: Connection, plan: CurationPlan) -> None:
-        """The ranking vectors of the records ``plan`` creates (supersede, fork, merge), of a
-        record whose text it changes, and of a restored record whose vector is not kept under
-        the current provider, written in the operation's transaction. Operations that keep
-        every record's text (reinforce, penalize, ...) cost a set look-up here. A failing
-        provider writes none (the records get theirs when a task first asks)."""
-        embedder = getattr(self, "embedder", None)
-        if embedder is None or plan.op in _KEEPS_TEXT:
-            return
-        from membrane_engine.rules.ranking import record_parts
-
-        fresh = [c.after for c in plan.changes if c.kind == "create"]
-        fresh += [c.after for c in plan.changes if c.kind == "update" and c.before is not None
-                  and record_parts(c.before) != record_parts(c.after)]
-        restored = [c.after for c in plan.changes if c.kind == "restore"]
-        if restored:
-            kept = self.store.vectors_of(conn, [r.id for r in restored], embedder.name)
-            fresh += [r for r in restored if r.id not in kept]
-        if not fresh:
-            return
-        from membrane_engine.transfer.imports import vector_rows
-
-        rows = vector_rows(embedder, fresh)
-        if rows:
-            self.store.insert_vectors(conn, rows, replace=True)
-        index = getattr(self, "vectors", None)
-        if index is not None:  # this process's matrix reads them again (or computes them) when asked
-            index.forget([r.id for r in fresh])
+    rows = vector_rows(embedder, fresh)
+    if rows:
+        ctx.store.insert_vectors(conn, rows, replace=True)
+    if ctx.vectors is not None:  # this process's matrix reads them again (or computes them) when asked
+        ctx.vectors.forget([r.id for r in fresh])
 
 
 _KEEPS_TEXT = frozenset({"reinforce", "penalize", "retract", "contest", "reinstate", "pin", "unpin", "reclassify", "delete",
@@ -1222,4 +1159,5 @@ def _planner(op: str) -> Callable[..., CurationPlan]:
                               [("op", "unknown")]) from None
 
 
-__all__ = ["CurationMixin", "CurationPlan", "RecordChange", "PlannedEntry", "PLANNERS", "execute"]
+__all__ = ["CurationPlan", "RecordChange", "PlannedEntry", "PLANNERS", "archived_ids", "curate_within", "execute",
+           "preview_within", "prune"]

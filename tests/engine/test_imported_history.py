@@ -66,8 +66,10 @@ def test_past_salience_without_values_is_unknown_not_flat(mem: Membrane, clock: 
     # from what to what: unknown. Drawn from today's anchor it was a flat 0.4 there.
     assert got[:3] == [None, None, None]
     assert got[3:] == pytest.approx([0.4, 0.4 * 2 ** -0.5, 0.4 * 2 ** -1.5], abs=1e-6)
-    record, anchor, rows = mem._with_trail("m")
+    from membrane_engine.audit.reads import with_trail
     from membrane_engine.rules import history
+
+    record, anchor, rows = with_trail(mem.context, "m")
 
     assert history.unknown_at(record, anchor, rows, days(0.25, 2.5)) == [True, False]
     # A record this engine knows from its creation on has no unknown past.

@@ -31,14 +31,14 @@ from pathlib import Path
 
 os.umask(0o022)  # the usual umask, under which a plain open() makes a world-readable file
 from membrane_engine import Membrane
-from membrane_engine.membrane import Membrane as Facade
+from membrane_engine.transfer import export
 
 mode, work, db = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 m = Membrane.open(db, load_sample=False)
-original = Facade._iter_export
+original = export.documents
 
-def stalled(self, *args, **kwargs):
-    for k, doc in enumerate(original(self, *args, **kwargs)):
+def stalled(*args, **kwargs):
+    for k, doc in enumerate(original(*args, **kwargs)):
         yield doc
         if k == 1:  # two records written: say so, then wait to be stopped
             (work / "ready").write_text("stalled")
@@ -47,13 +47,13 @@ def stalled(self, *args, **kwargs):
             threading.Event().wait()
 
 if mode.startswith("engine"):
-    Facade._iter_export = stalled
+    export.documents = stalled
     m.export_file(work / "out" / "export.json")
 elif mode.startswith("console"):
     from membrane_engine.transfer import private_files
     private_files.install_cleanup()  # as membrane-console does in its main thread, before serving
     if "stalled" in mode:
-        Facade._iter_export = stalled
+        export.documents = stalled
     done = threading.Event()
 
     def page():  # a page prepares its export in Streamlit's script thread, not the main one
