@@ -26,11 +26,20 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from membrane_engine.audit import reads as audit_reads
+from membrane_engine.context import EngineContext
+from membrane_engine.curation import bulk, review
+from membrane_engine.curation import operations as curation
 from membrane_engine.oversight import clearance as gate
+from membrane_engine.oversight.metrics import store_metrics
+from membrane_engine.policy import check as policies
+from membrane_engine.policy import snapshots as policy_snapshots
+from membrane_engine.retrieval import reads
+from membrane_engine.transfer import export, intake
 from membrane_engine.errors import AccessDeniedError, NilTrustError, NotFoundError, ValidationError
 from membrane_engine.retrieval.graph import RetrieveGraphRequest, RetrieveGraphResponse, within
 from membrane_engine.rules.roles import Operator, Role, permits
@@ -46,9 +55,6 @@ from membrane_engine.model.records import (
 )
 from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, narrowest, verdicts
 
-if TYPE_CHECKING:  # pragma: no cover
-    from membrane_engine.membrane import Membrane
-
 MAX_VIA = 64
 
 
@@ -62,11 +68,11 @@ def _check_via(via: Any) -> str:
 class OperatorView:
     """Everything the console shows or changes on one operator's behalf (``Membrane.as_operator``)."""
 
-    def __init__(self, membrane: "Membrane", name: str, via: str = "console"):
+    def __init__(self, ctx: EngineContext, name: str, via: str = "console"):
         if not isinstance(name, str) or not name.strip():
             raise ValidationError(f"operator name must be a non-empty string (got {name!r:.80})",
                                   [("name", repr(name)[:80])])
-        self._m = membrane
+        self._ctx = ctx
         self._name = name.strip()
         self._via = _check_via(via)
         self.operator  # an unknown or removed operator is NotFoundError now, not at the first call
@@ -87,7 +93,7 @@ class OperatorView:
     @property
     def operator(self) -> Operator:
         """The operator as stored now (NotFoundError once removed)."""
-        return self._m.operators.get(self._name)
+        return self._ctx.operators.get(self._name)
 
     @property
     def clearance(self) -> TrustContext:
@@ -95,7 +101,7 @@ class OperatorView:
 
     def through(self, via: str) -> "OperatorView":
         """The same operator reading through another page or command (for the access log)."""
-        return OperatorView(self._m, self._name, via)
+        return OperatorView(self._ctx, self._name, via)
 
     def may(self, action: str) -> tuple[bool, str]:
         """May the operator, as stored now, do ``action``? The answer and the reason in words."""
@@ -115,15 +121,15 @@ class OperatorView:
     # what is not a record -------------------------------------------------------------------
 
     def now(self) -> datetime:
-        return self._m.now()
+        return self._ctx.now()
 
     @property
     def url(self) -> str:
-        return self._m.url
+        return self._ctx.url
 
     def state(self) -> tuple[str, int]:
         """The store and its change counter: any write by anyone gives it a new value (cache keys)."""
-        return self._m.url, self._m.columns.current().seq
+        return self._ctx.url, self._ctx.columns.current().seq
 
     # who looked -------------------------------------------------------------------------------
 
@@ -137,7 +143,7 @@ class OperatorView:
             seen.add(r.id)
             entries.append((r.id, r.sensitivity.value, r.scope or ""))
         if entries:
-            gate.log_accesses(self._m, operator.actor, entries, self._via)
+            gate.log_accesses(self._ctx, operator.actor, entries, self._via)
 
     def _looked_rows(self, operator: Operator, rows: np.ndarray, snap: Any) -> None:
         """``_looked`` for rows of the column snapshot (exports, which hand over documents)."""
@@ -147,14 +153,14 @@ class OperatorView:
         entries = [(str(snap.ids[i]), names[int(snap.sens_level[i])], snap.scope_names[int(snap.scope_code[i])])
                    for i in rows]
         if entries:
-            gate.log_accesses(self._m, operator.actor, entries, self._via)
+            gate.log_accesses(self._ctx, operator.actor, entries, self._via)
 
     # one record -------------------------------------------------------------------------------
 
     def _verdict(self, record_id: str, clearance: TrustContext) -> Verdict:
         """The clearance's verdict on a live record; NotFoundError when it does not see it."""
         record_id = check_id(record_id)
-        snap = self._m.columns.current()
+        snap = self._ctx.columns.current()
         i = snap.row_of.get(record_id)
         if i is None or not snap.alive[i]:
             raise NotFoundError(record_id)
@@ -173,7 +179,7 @@ class OperatorView:
         """The record as the clearance sees it (whole or redacted, with its audit log); hidden or
         absent alike: NotFoundError."""
         operator, clearance = self._reader()
-        record = gate.view(self._m, record_id, clearance, as_of)
+        record = gate.view(self._ctx, record_id, clearance, as_of)
         self._looked(operator, [record])
         return record
 
@@ -184,40 +190,40 @@ class OperatorView:
     def salience_at(self, record_id: str, when: datetime) -> float:
         """S(when) of a record the clearance sees in full (a redacted view withholds its lifecycle)."""
         _, clearance = self._reader()
-        return self._m.salience_at(self._in_full(record_id, clearance, "lifecycle"), when)
+        return reads.salience_at(self._ctx, self._in_full(record_id, clearance, "lifecycle"), when)
 
     def salience_curves(self, record_ids: list[str], times: list[datetime]) -> dict[str, list[float]]:
         _, clearance = self._reader()
         ids = [self._in_full(rid, clearance, "lifecycle") for rid in check_ids(record_ids, "record_ids")]
-        return self._m.salience_curves(ids, times)
+        return reads.salience_curves(self._ctx, ids, times)
 
     def salience_history(self, record_id: str, times: list[datetime]) -> list[float | None]:
-        return gate.salience_history(self._m, record_id, times, self._reader()[1])
+        return gate.salience_history(self._ctx, record_id, times, self._reader()[1])
 
     def past_curve(self, record_id: str) -> Callable[[list[datetime]], list[float | None]]:
-        return gate.past_curve(self._m, record_id, self._reader()[1])
+        return gate.past_curve(self._ctx, record_id, self._reader()[1])
 
     def time_below(self, record_id: str, threshold: float, start: datetime, end: datetime) -> datetime | None:
-        return gate.time_below(self._m, record_id, threshold, start, end, self._reader()[1])
+        return gate.time_below(self._ctx, record_id, threshold, start, end, self._reader()[1])
 
     def record_at(self, record_id: str, when: datetime) -> MemoryRecord | None:
         operator, clearance = self._reader()
         self._verdict(record_id, clearance)  # hidden: NotFoundError, as if absent
-        record = gate.record_at(self._m, record_id, when, clearance)
+        record = gate.record_at(self._ctx, record_id, when, clearance)
         self._looked(operator, [record])
         return record
 
     def history(self, record_id: str) -> list[Any]:
         _, clearance = self._reader()
         self._verdict(record_id, clearance)
-        return gate.history(self._m, record_id, clearance)
+        return gate.history(self._ctx, record_id, clearance)
 
     def audit_rows(self, record_id: str) -> list[Any]:
         """One record's audit chain as the clearance sees it (entries of a redacted record masked).
         A record it does not see: NotFoundError, live or archived alike."""
         _, clearance = self._reader()
         record_id = check_id(record_id)
-        rows = gate.audit_rows(self._m, record_id, clearance)
+        rows = gate.audit_rows(self._ctx, record_id, clearance)
         if not rows:
             self._verdict(record_id, clearance)  # NotFoundError unless a live record it sees
         return rows
@@ -230,16 +236,16 @@ class OperatorView:
         """Why ``trust`` (default: the operator's own clearance) gets this record, shown no wider
         than the clearance; a record the clearance does not see: NotFoundError."""
         _, clearance = self._reader()
-        return gate.explain(self._m, record_id, clearance if trust is None else trust, clearance, as_of, min_salience)
+        return gate.explain(self._ctx, record_id, clearance if trust is None else trust, clearance, as_of, min_salience)
 
     def explain_many(self, record_ids: list[str], trust: TrustContext | None) -> dict[str, Verdict]:
         """Verdicts under ``trust`` narrowed to the clearance, of the records the clearance sees
         (the others are left out, as absent ids are)."""
         _, clearance = self._reader()
         trust = as_trust(trust)
-        seen = self._m.explain_many(record_ids, clearance)
+        seen = reads.explain_many(self._ctx, record_ids, clearance)
         ids = [rid for rid, v in seen.items() if v is not Verdict.HIDDEN]
-        return self._m.explain_many(ids, narrowest(trust, clearance)) if ids else {}
+        return reads.explain_many(self._ctx, ids, narrowest(trust, clearance)) if ids else {}
 
     # retrieval as an agent would get it, shown through the clearance ----------------------------
 
@@ -250,7 +256,7 @@ class OperatorView:
         context, and so tell, context by context, where hidden records are; the store's one
         total is ``beyond_clearance()``."""
         operator, clearance = self._reader()
-        out = gate.simulate(self._m, request, clearance, counts)
+        out = gate.simulate(self._ctx, request, clearance, counts)
         out = replace(out, total_matching=out.total_matching - out.withheld, withheld=0)
         out = self._selection_within(out, clearance)  # group M1
         selected = out.response.selection.selected if out.response.selection is not None else []
@@ -267,7 +273,7 @@ class OperatorView:
         if trust is None:
             raise NilTrustError()
         self._verdict(record_id, clearance)
-        record = self._m.retrieve_by_id(record_id, narrowest(as_trust(trust), clearance), as_of)
+        record = reads.retrieve_by_id(self._ctx, record_id, narrowest(as_trust(trust), clearance), as_of)
         self._looked(operator, [record])
         return record
 
@@ -276,7 +282,7 @@ class OperatorView:
         operator, clearance = self._reader()
         if trust is None:
             raise NilTrustError()
-        records = self._m.retrieve_by_type(memory_type, narrowest(as_trust(trust), clearance), as_of)
+        records = reads.retrieve_by_type(self._ctx, memory_type, narrowest(as_trust(trust), clearance), as_of)
         self._looked(operator, records)
         return records
 
@@ -292,7 +298,7 @@ class OperatorView:
             request = RetrieveGraphRequest(**request)
         if isinstance(request, RetrieveGraphRequest) and request.trust is not None:
             request = request.model_copy(update={"trust": narrowest(as_trust(request.trust), clearance)})
-        response, withheld = within(self._m.retrieve_graph(request), clearance)
+        response, withheld = within(reads.retrieve_graph(self._ctx, request), clearance)
         self._looked(operator, [n.record for n in response.nodes])
         return response, withheld
 
@@ -304,7 +310,8 @@ class OperatorView:
         """The records around one the clearance sees, as ``trust`` gets them, cut to the clearance."""
         operator, clearance = self._reader()
         self._verdict(record_id, clearance)
-        found = self._m.neighbourhood(record_id, narrowest(as_trust(trust), clearance), max_hops, node_limit, as_of)
+        found = reads.neighbourhood(self._ctx, record_id, narrowest(as_trust(trust), clearance), max_hops, node_limit,
+                                    as_of)
         response, withheld = within(found, clearance)
         self._looked(operator, [n.record for n in response.nodes])
         return response, withheld
@@ -313,7 +320,7 @@ class OperatorView:
         """What-if (``whatif.compare``) over the records the clearance sees; the rest one total."""
         from membrane_engine.oversight.trust_diff import compare
 
-        return compare(self._m, trust_a, trust_b, clearance=self._reader()[1], **options)
+        return compare(self._ctx, trust_a, trust_b, clearance=self._reader()[1], **options)
 
     def record_view(self, record_id: str, trust_a: TrustContext | None,
                     trust_b: TrustContext | None) -> tuple[MemoryRecord, Verdict] | None:
@@ -322,7 +329,7 @@ class OperatorView:
 
         operator, clearance = self._reader()
         self._verdict(record_id, clearance)
-        found = record_view(self._m, record_id, narrowest(as_trust(trust_a, "trust_a"), clearance),
+        found = record_view(self._ctx, record_id, narrowest(as_trust(trust_a, "trust_a"), clearance),
                             narrowest(as_trust(trust_b, "trust_b"), clearance))
         if found is not None:
             self._looked(operator, [found[0]])
@@ -332,7 +339,7 @@ class OperatorView:
         """Records ``trust`` does not see: counted, and listed where the clearance sees them."""
         from membrane_engine.oversight.finders import hidden_records
 
-        return hidden_records(self._m, trust, self._reader()[1], memory_types, **page)
+        return hidden_records(self._ctx, trust, self._reader()[1], memory_types, **page)
 
     # listings and search ----------------------------------------------------------------------
 
@@ -342,7 +349,7 @@ class OperatorView:
         from membrane_engine.oversight.record_query import search
 
         operator, clearance = self._reader()
-        total, page = search(self._m, filters, offset, limit, sort, as_of, clearance=clearance)
+        total, page = search(self._ctx, filters, offset, limit, sort, as_of, clearance=clearance)
         self._looked(operator, page)
         return total, page
 
@@ -350,12 +357,12 @@ class OperatorView:
         """Records for a picker: id or tag containing ``text``, of those the clearance sees."""
         from membrane_engine.oversight.finders import search_records
 
-        return search_records(self._m, text, limit, self._reader()[1], full_only)
+        return search_records(self._ctx, text, limit, self._reader()[1], full_only)
 
     def tag_counts(self) -> dict[str, int]:
         from membrane_engine.oversight.record_query import tag_counts
 
-        return tag_counts(self._m, self._reader()[1])
+        return tag_counts(self._ctx, self._reader()[1])
 
     def referencing(self, record_id: str, limit: int = 200) -> list[str]:
         """Records the clearance sees in full whose relations point at ``record_id``."""
@@ -363,7 +370,7 @@ class OperatorView:
 
         _, clearance = self._reader()
         self._verdict(record_id, clearance)
-        return referencing(self._m, record_id, limit, clearance)
+        return referencing(self._ctx, record_id, limit, clearance)
 
     def labels(self, record_ids: list[str], limit: int | None = None) -> dict[str, str]:
         """Display names of the live records the clearance sees (a redacted one by its type),
@@ -371,7 +378,8 @@ class OperatorView:
         from membrane_engine.retrieval.labels import labels
         from membrane_engine.rules.labels import LIMIT
 
-        return labels(self._m, check_ids(record_ids, "record_ids"), self._reader()[1], LIMIT if limit is None else limit)
+        return labels(self._ctx, check_ids(record_ids, "record_ids"), self._reader()[1],
+                      LIMIT if limit is None else limit)
 
     def briefs(self, record_ids: list[str]) -> dict[str, Any]:
         """Scalar facts (``lookups.briefs``: pinned and deletion policy among them, which a
@@ -380,18 +388,18 @@ class OperatorView:
 
         _, clearance = self._reader()
         ids = check_ids(record_ids, "record_ids")
-        seen = self._m.explain_many(ids, clearance)
-        return briefs(self._m, [rid for rid in ids if seen.get(rid) is Verdict.FULL])
+        seen = reads.explain_many(self._ctx, ids, clearance)
+        return briefs(self._ctx, [rid for rid in ids if seen.get(rid) is Verdict.FULL])
 
     def scopes(self) -> list[str]:
-        return gate.scopes_seen(self._m, self._reader()[1])
+        return gate.scopes_seen(self._ctx, self._reader()[1])
 
     def archived_ids(self) -> list[str]:
-        return gate.archived_ids(self._m, self._reader()[1])
+        return gate.archived_ids(self._ctx, self._reader()[1])
 
     def review_queue(self, as_of: datetime | None = None, horizon: Any = None, limit: int = 200) -> Any:
         operator, clearance = self._reader()
-        queue = self._m.review_queue(clearance, as_of, horizon, limit)
+        queue = review.review_queue(self._ctx, clearance, as_of, horizon, limit)
         self._looked(operator, [item.record for item in queue.contested])
         return queue
 
@@ -408,14 +416,14 @@ class OperatorView:
         _, clearance = self._reader()
         if gate.sees_everything(clearance):
             return 0
-        snap = self._m.columns.current()
+        snap = self._ctx.columns.current()
         seen, _ = self._seen_rows(clearance, snap)
         return int(np.count_nonzero(snap.alive & ~seen))
 
     def count(self) -> int:
         """Live records the clearance sees."""
         _, clearance = self._reader()
-        snap = self._m.columns.current()
+        snap = self._ctx.columns.current()
         seen, _ = self._seen_rows(clearance, snap)
         return int(np.count_nonzero(snap.alive & seen))
 
@@ -426,14 +434,14 @@ class OperatorView:
         from membrane_engine.oversight.metrics import compute_metrics
 
         _, clearance = self._reader()
-        when = check_instant(as_of) if as_of is not None else self._m.now()
+        when = check_instant(as_of) if as_of is not None else self._ctx.now()
         if gate.sees_everything(clearance):
-            out = self._m.metrics(as_of=when)
+            out = store_metrics(self._ctx, when)
         else:
-            snap = self._m.columns.current()
+            snap = self._ctx.columns.current()
             seen, full = self._seen_rows(clearance, snap)
-            out = compute_metrics(self._m.store, snap, when, seen=seen, full=full,
-                                  actions_then=gate.audit_action_counts(self._m, clearance, when))
+            out = compute_metrics(self._ctx.store, snap, when, seen=seen, full=full,
+                                  actions_then=gate.audit_action_counts(self._ctx, clearance, when))
         out["beyond_clearance"] = self.beyond_clearance()
         return out
 
@@ -443,8 +451,8 @@ class OperatorView:
         from membrane_engine.oversight.metrics import store_breakdown
 
         _, clearance = self._reader()
-        when = check_instant(as_of) if as_of is not None else self._m.now()
-        snap = self._m.columns.current()
+        when = check_instant(as_of) if as_of is not None else self._ctx.now()
+        snap = self._ctx.columns.current()
         seen = None if gate.sees_everything(clearance) else self._seen_rows(clearance, snap)[0]
         out = store_breakdown(snap, when, seen)
         out["beyond_clearance"] = self.beyond_clearance()
@@ -455,17 +463,18 @@ class OperatorView:
     def check_policy(self, policy: Any, as_of: datetime | None = None) -> Any:
         """A policy file's assertions over the records the clearance sees: counts, coverage and
         offenders of those only (``beyond_clearance`` says how many it leaves out)."""
-        return self._m.check_policy(policy, as_of, within=self._reader()[1])
+        within = self._reader()[1]
+        return policies.check(self._ctx, policy, as_of=as_of, limit=policies.SHOWN_PER_FAILURE, within=within)
 
     def policy_coverage(self, policy: Any) -> dict[str, Any]:
-        return self._m.policy_coverage(policy, within=self._reader()[1])
+        return policies.coverage(self._ctx, policy, within=self._reader()[1])
 
     def policy_profile_counts(self, policy: Any) -> dict[str, dict[str, int]]:
         """Per profile of ``policy``: how many of the records the clearance sees it gets full,
         redacted and hidden."""
         from membrane_engine.policy.check import Evaluator
 
-        ev = Evaluator(self._m, within=self._reader()[1])
+        ev = Evaluator(self._ctx, within=self._reader()[1])
         out = {}
         for name in policy.profiles:
             codes = ev.verdicts(policy.trust(name))[ev.alive]
@@ -474,40 +483,42 @@ class OperatorView:
 
     def holds_sample(self) -> bool:
         """Is this the bundled sample store (its marker record is there)? Says nothing else."""
-        return self._m.holds_sample()
+        return reads.holds_sample(self._ctx)
 
     def policy_snapshot_lines(self, policy: Any) -> Iterator[str]:
         """The snapshot of what each profile sees, of the records the clearance sees (ids only)."""
-        return self._m.policy_snapshot_lines(policy, within=self._reader()[1])
+        return policy_snapshots.lines(self._ctx, policy, within=self._reader()[1])
 
     # the audit log and the access log ---------------------------------------------------------
 
     def audit_query(self, **filters: Any) -> tuple[int, list[Any]]:
         """Entries across the store of records the clearance sees, newest first (``clearance.audit_query``)."""
-        return self._m.audit_query(self._reader()[1], **filters)
+        clearance = self._reader()[1]
+        audit_reads.check_filters(filters)
+        return gate.audit_query(self._ctx, clearance, **filters)
 
     def audit_actors(self, limit: int = 500) -> list[str]:
-        return gate.audit_actors(self._m, self._reader()[1], limit)
+        return gate.audit_actors(self._ctx, self._reader()[1], limit)
 
     def audit_activity(self, bucket_seconds: float = 86400.0, **filters: Any) -> list[tuple[float, str, int]]:
         from membrane_engine.oversight.finders import audit_activity
 
-        return audit_activity(self._m, bucket_seconds, clearance=self._reader()[1], **filters)
+        return audit_activity(self._ctx, bucket_seconds, clearance=self._reader()[1], **filters)
 
     def access_log(self, record_id: str | None = None, actor: str | None = None, limit: int = 100,
                    offset: int = 0) -> tuple[int, list[Any]]:
         """Who looked, at the records the clearance sees."""
-        return self._m.access_log(record_id, actor, self._reader()[1], limit, offset)
+        return gate.accesses(self._ctx, self._reader()[1], record_id, actor, limit, offset)
 
     def verify_audit(self, checkpoint: Any = None) -> list[Any]:
         """Problems of the store's audit trail (SPEC 6). The report names rows, not content; an
         admin's question about the whole store."""
         self._allowed("manage_operators")
-        return self._m.verify_audit(checkpoint)
+        return audit_reads.verify(self._ctx, checkpoint)
 
     def audit_checkpoint(self) -> dict[str, Any]:
         self._allowed("read")
-        return self._m.audit_checkpoint()
+        return audit_reads.checkpoint(self._ctx)
 
     # export and import --------------------------------------------------------------------------
 
@@ -521,19 +532,19 @@ class OperatorView:
         narrowed = self._export_trust(clearance, trust)
         ids = check_ids(ids) if ids is not None else None
         self._log_export(operator, narrowed, ids)
-        return self._m.iter_export(ids, narrowed, as_of)
+        return export.iter_export(self._ctx, ids, narrowed, as_of)
 
     def export_file(self, path: str | Path, ids: Iterable[str] | None = None, trust: TrustContext | None = None,
                     as_of: datetime | None = None) -> int:
         operator, clearance = self._reader()
         narrowed = self._export_trust(clearance, trust)
         ids = check_ids(ids) if ids is not None else None
-        count = self._m.export_file(path, ids=ids, trust=narrowed, as_of=as_of)
+        count = export.export_file(self._ctx, path, ids=ids, trust=narrowed, as_of=as_of)
         self._log_export(operator, narrowed, ids)
         return count
 
     def _log_export(self, operator: Operator, trust: TrustContext, ids: list[str] | None) -> None:
-        snap = self._m.columns.current()
+        snap = self._ctx.columns.current()
         full = snap.alive & (verdicts(snap.sens_level, snap.scope_code, snap.scope_names, trust) == 2)
         if ids is not None:
             wanted = np.zeros(len(full), dtype=bool)
@@ -547,10 +558,10 @@ class OperatorView:
         from membrane_engine.oversight.finders import filter_ids
 
         _, clearance = self._reader()
-        ids = filter_ids(self._m, types, scopes, sensitivities)
+        ids = filter_ids(self._ctx, types, scopes, sensitivities)
         if gate.sees_everything(clearance) or not ids:
             return ids
-        seen = self._m.explain_many(ids, clearance)
+        seen = reads.explain_many(self._ctx, ids, clearance)
         return [rid for rid in ids if seen.get(rid, Verdict.HIDDEN) is not Verdict.HIDDEN]
 
     def preview_import_file(self, path: str | Path) -> Any:
@@ -561,26 +572,27 @@ class OperatorView:
         from membrane_engine.transfer.imports import preview_file
 
         clearance = self._allowed("import").clearance
-        found = preview_file(self._m.store, path)
+        found = preview_file(self._ctx.store, path)
         if found.existing and not gate.sees_everything(clearance):
-            seen = self._m.explain_many(found.existing, clearance)
+            seen = reads.explain_many(self._ctx, found.existing, clearance)
             found.existing = [rid for rid in found.existing if seen.get(rid, Verdict.HIDDEN) is not Verdict.HIDDEN]
         return found
 
     def import_records(self, items: Iterable[Any], progress: Callable[[int, int], None] | None = None) -> int:
         operator = self._allowed("import")
-        return self._m.import_records(items, actor=operator.actor, progress=progress)
+        return intake.import_records(self._ctx, items, operator.actor, progress)
 
     def import_file(self, path: str | Path, progress: Callable[[int, int], None] | None = None,
                     workers: int = 1) -> int:
         operator = self._allowed("import")
-        return self._m.import_file(path, actor=operator.actor, progress=progress, workers=workers)
+        return intake.import_file(self._ctx, path, operator.actor, progress, workers)
 
     # curation (SPEC 6), as the operator ------------------------------------------------------------
 
     def _curate(self, op: str, *args: Any, **kwargs: Any) -> Any:
         operator = self._allowed(op)
-        return self._m.curate_within(operator.clearance, op, *self._with_actor(op, operator, args, kwargs), **kwargs)
+        return curation.curate_within(self._ctx, operator.clearance, op, *self._with_actor(op, operator, args, kwargs),
+                                      **kwargs)
 
     @staticmethod
     def _with_actor(op: str, operator: Operator, args: tuple, kwargs: dict[str, Any]) -> tuple:
@@ -605,7 +617,8 @@ class OperatorView:
         """What ``op`` would do, called with the view's arguments (no actor); writes nothing.
         Needs the role of ``op``: a preview shows the records as they would be."""
         operator = self._allowed(op)
-        return self._m.preview_within(operator.clearance, op, *self._with_actor(op, operator, args, kwargs), **kwargs)
+        return curation.preview_within(self._ctx, operator.clearance, op, *self._with_actor(op, operator, args, kwargs),
+                                       **kwargs)
 
     def reinforce(self, id: str, rationale: str, gain: float | None = None) -> Any:
         return self._curate("reinforce", id, rationale, gain=gain)
@@ -662,7 +675,7 @@ class OperatorView:
     def bulk_preview(self, op: str, ids: Iterable[str], rationale: str, **params: Any) -> Any:
         """One operation over many records, previewed through the clearance (``bulk.preview``)."""
         operator = self._allowed(op) if isinstance(op, str) else self._allowed("")
-        return self._m.bulk_preview(op, ids, operator.actor, rationale, operator.clearance, **params)
+        return bulk.preview(self._ctx, op, ids, operator.actor, rationale, operator.clearance, **params)
 
     def bulk_apply(self, preview: Any) -> Any:
         """Apply a preview this operator made, under their role and clearance as stored now."""
@@ -674,7 +687,7 @@ class OperatorView:
         operator = self._allowed(preview.op)
         if preview.actor != operator.actor:
             raise AccessDeniedError(f"this preview was made by {preview.actor}, not {operator.actor}")
-        return self._m.bulk_apply(replace(preview, clearance=operator.clearance))
+        return bulk.apply(self._ctx, replace(preview, clearance=operator.clearance))
 
     # group M1 (overview, simulator, what-if, selector, graph) ------------------------------------
 
@@ -684,7 +697,7 @@ class OperatorView:
         from membrane_engine.oversight.finders import sample_loaded_at
 
         self._reader()
-        return sample_loaded_at(self._m)
+        return sample_loaded_at(self._ctx)
 
     def _selection_within(self, out: Simulation, clearance: TrustContext) -> Simulation:
         """The selector's decision over the candidates the clearance sees (aggregates over what
@@ -697,7 +710,7 @@ class OperatorView:
         selection = out.response.selection
         if selection is None or gate.sees_everything(clearance):
             return out
-        snap = self._m.columns.current()
+        snap = self._ctx.columns.current()
         ids = list(selection.scores)
         rows = np.array([snap.row_of.get(rid, -1) for rid in ids], dtype=np.int64)
         seen = np.zeros(len(ids), dtype=bool)
@@ -720,34 +733,34 @@ class OperatorView:
     @property
     def selector_threshold(self) -> float:
         """The engine's needs_more threshold (SPEC 5), the default the selector inspector offers."""
-        return float(self._m.selector_threshold)
+        return float(self._ctx.selector_threshold)
 
     # operators (admins) --------------------------------------------------------------------------
 
     def list_operators(self) -> list[Operator]:
         self._allowed("manage_operators")
-        return self._m.operators.list()
+        return self._ctx.operators.list()
 
     def operator_roster(self) -> list[tuple[Operator, bool, bool]]:
         """Every operator, with whether a password is set and whether the row verifies (never the
         password or its hash): for admins."""
         self._allowed("manage_operators")
-        return self._m.operators.roster()
+        return self._ctx.operators.roster()
 
     def add_operator(self, name: str, role: Role | str, max_sensitivity: Any, scopes: Any = None,
                      email: str | None = None) -> Operator:
         operator = self._allowed("manage_operators")
-        return self._m.operators.add(name, role, max_sensitivity, scopes, actor=operator.actor, email=email)
+        return self._ctx.operators.add(name, role, max_sensitivity, scopes, actor=operator.actor, email=email)
 
     def set_operator(self, name: str, **changes: Any) -> Operator:
         operator = self._allowed("manage_operators")
         if "actor" in changes:
             raise ValidationError("actor is not an argument of the operator's view", [("actor", "not allowed")])
-        return self._m.operators.set(name, actor=operator.actor, **changes)
+        return self._ctx.operators.set(name, actor=operator.actor, **changes)
 
     def remove_operator(self, name: str) -> None:
         operator = self._allowed("manage_operators")
-        self._m.operators.remove(name, actor=operator.actor)
+        self._ctx.operators.remove(name, actor=operator.actor)
 
     # group M2 (records, decay, audit, curate, review) ----------------------------------------------
 
@@ -766,10 +779,10 @@ class OperatorView:
             return {}
         if not gate.sees_everything(clearance):
             ids = list(dict.fromkeys(r.record_id for r in rows))
-            seen = {rid for rid, v in self._m.explain_many(ids, clearance).items() if v is not Verdict.HIDDEN}
-            archived = set(gate.archived_ids(self._m, clearance))
+            seen = {rid for rid, v in reads.explain_many(self._ctx, ids, clearance).items() if v is not Verdict.HIDDEN}
+            archived = set(gate.archived_ids(self._ctx, clearance))
             rows = [r for r in rows if r.record_id in seen or r.record_id in archived]
-        return claimed_by(rows, last_creates(self._m.store, (r.record_id for r in rows))) if rows else {}
+        return claimed_by(rows, last_creates(self._ctx.store, (r.record_id for r in rows))) if rows else {}
 
 
 def _sensitivities() -> list[Any]:

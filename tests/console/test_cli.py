@@ -52,11 +52,12 @@ def test_prewarm_counts_the_audit_log_the_overview_reads(tmp_path: Path, monkeyp
 
     from console.components import overview_data
     from console.components.clearance import key_of
+    from membrane_engine.context import EngineContext
 
     url = f"sqlite:///{tmp_path / 'membrane.db'}"
     Membrane.open(url, load_sample=True).close()  # the sample store: records and audit entries
     moment = datetime(2026, 11, 27, 6, 30, 15, tzinfo=timezone.utc)
-    monkeypatch.setattr(Membrane, "now", lambda self: moment)  # one minute for the prewarm and the page
+    monkeypatch.setattr(EngineContext, "now", lambda self: moment)  # one minute for the prewarm and the page
     monkeypatch.setattr(state, "FIRST_RUN_DONE", threading.Event())
     monkeypatch.setattr(cli, "QUIET_BEFORE_WARM", 0.0)
     monkeypatch.setattr(Membrane, "warm", lambda self: None)

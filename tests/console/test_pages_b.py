@@ -495,12 +495,13 @@ def test_a_new_export_replaces_the_sessions_previous_one_and_a_failed_one_leaves
     assert second.parent in mine
 
     from membrane_engine.errors import StoreUnavailableError
+    from membrane_engine.transfer import export
 
-    def failing(self, path, **kwargs):
+    def failing(ctx, path, **kwargs):
         Path(path).write_text("half")  # a failure after writing began
         raise StoreUnavailableError("disk went away")
 
-    monkeypatch.setattr(Membrane, "export_file", failing)
+    monkeypatch.setattr(export, "export_file", failing)
     ok(at.radio(key="ie_format").set_value("json").run())
     ok(at.button(key="ie_prepare").click().run())
     assert "Export failed: disk went away" in texts(at.error)

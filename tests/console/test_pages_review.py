@@ -295,13 +295,16 @@ def test_a_revisit_reads_the_queue_kept_and_a_write_or_another_clearance_builds_
     """The queue is kept per store state, clearance, horizon and minute: a second visit does not
     build it again; a write (by another process here) or another operator's clearance does, and
     an operator never gets the queue built for another clearance."""
+    from membrane_engine.context import EngineContext
+    from membrane_engine.curation import review
+
     moment = fresh(store).now()
-    monkeypatch.setattr(Membrane, "now", lambda self: moment)  # one minute for every visit
+    monkeypatch.setattr(EngineContext, "now", lambda self: moment)  # one minute for every visit
     built: list[str] = []
-    real = Membrane.review_queue
-    monkeypatch.setattr(Membrane, "review_queue",
-                        lambda self, clearance, *a, **kw: built.append(clearance.max_sensitivity)
-                        or real(self, clearance, *a, **kw))
+    real = review.review_queue
+    monkeypatch.setattr(review, "review_queue",
+                        lambda ctx, clearance, *a, **kw: built.append(clearance.max_sensitivity)
+                        or real(ctx, clearance, *a, **kw))
     first = page()
     assert built == ["hyper"]
     again = page()
@@ -311,7 +314,7 @@ def test_a_revisit_reads_the_queue_kept_and_a_write_or_another_clearance_builds_
     assert built == ["hyper", "low"]
     m = fresh(store)
     try:
-        assert narrow.header[0].value == f"Contested ({real(m, low.clearance).contested_total:,})"
+        assert narrow.header[0].value == f"Contested ({real(m.context, low.clearance).contested_total:,})"
         target = m.review_queue(ALL).contested[0].record.id
         built.clear()
         m.reinstate(target, "operator:ann", "holds after all")  # another process writes
