@@ -56,7 +56,7 @@ def test_prewarm_counts_the_audit_log_the_overview_reads(tmp_path: Path, monkeyp
 
     url = f"sqlite:///{tmp_path / 'membrane.db'}"
     Membrane.open(url, load_sample=True).close()  # the sample store: records and audit entries
-    moment = datetime(2026, 11, 27, 6, 30, 15, tzinfo=timezone.utc)
+    moment = datetime.now(timezone.utc).replace(microsecond=0)  # after the sample store was opened
     monkeypatch.setattr(EngineContext, "now", lambda self: moment)  # one minute for the prewarm and the page
     monkeypatch.setattr(state, "FIRST_RUN_DONE", threading.Event())
     monkeypatch.setattr(cli, "QUIET_BEFORE_WARM", 0.0)
