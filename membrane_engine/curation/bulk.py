@@ -162,14 +162,14 @@ def preview(ctx: EngineContext, op: str, ids: Any, actor: str, rationale: str,
         raise ValidationError("ids must not be empty", [("ids", "empty")])
     if len(ids) > MAX_BULK:
         raise ValidationError(f"at most {MAX_BULK} records at once (got {len(ids)})", [("ids", "too many")])
-    actor, rationale = curation._who(actor, rationale)
+    actor, rationale = curation.checked_who(actor, rationale)
     params = _check_params(op, params)
     clearance = as_trust(clearance, "clearance") if clearance is not None else None
-    planner = curation._planner(op)
+    planner = curation.planner_for(op)
     items: list[BulkItem] = []
     with ctx.store.read() as conn:
         now = ctx.now()
-        view = curation._View(ctx.store, conn, False)
+        view = curation.PlanView(ctx.store, conn, False)
         _check_arguments(planner, view, now, op, actor, rationale, params)
         rows = ctx.store.fetch(conn, ids)
         for rid in ids:
@@ -187,10 +187,10 @@ def preview(ctx: EngineContext, op: str, ids: Any, actor: str, rationale: str,
 
 def _apply_one(ctx: EngineContext, p: BulkPreview, item: BulkItem) -> curation.CurationPlan:
     args, kwargs = _call(p.op, item.record_id, p.actor, p.rationale, p.params)
-    planner = curation._planner(p.op)
-    with ctx.store.write(prefetch=curation._named_record(p.op, args)) as conn:
+    planner = curation.planner_for(p.op)
+    with ctx.store.write(prefetch=curation.named_record(p.op, args)) as conn:
         now = ctx.now()
-        view = curation._View(ctx.store, conn, True, None)
+        view = curation.PlanView(ctx.store, conn, True, None)
         row = view.rows([item.record_id]).get(item.record_id)  # read and locked before anything is decided
         _gate(row.doc if row is not None else None, item.record_id, p.clearance)
         if row.audit_head != item.token:

@@ -2,7 +2,7 @@
 reclassify, delete, restore and prune, each one write transaction that appends audit entries.
 
 Every operation is written once, as a *planner*: a function that reads the store (through a
-``_View``), checks its arguments and rules in SPEC order (arguments, record exists, episodic
+``PlanView``), checks its arguments and rules in SPEC order (arguments, record exists, episodic
 immutability, the operation's own rules) and returns a ``CurationPlan`` -- the records as they
 will be after the change plus the audit entries that will be written -- without writing
 anything. ``preview_within(ctx, None, op, ...)`` runs the planner in a read transaction and
@@ -23,8 +23,6 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy.engine import Connection
-
 from membrane_engine.audit import trail as audit
 from membrane_engine.context import EngineContext
 from membrane_engine.rules import chain as audit_chain
@@ -37,6 +35,7 @@ from membrane_engine.errors import (
     NotFoundError,
     ValidationError,
 )
+from membrane_engine.rules.ranking import record_parts
 from membrane_engine.rules.salience import PRUNE_THRESHOLD, anchor_of, columns_of, salience_at, salience_of
 from membrane_engine.model.records import (
     MAX_ACTOR_LENGTH,
@@ -66,7 +65,8 @@ from membrane_engine.model.records import (
     to_epoch,
     validate_record,
 )
-from membrane_engine.storage.store import Store, StoredRow, archive_text, record_row
+from membrane_engine.storage.store import Store, StoreConnection, StoredRow, archive_text, record_row
+from membrane_engine.transfer.imports import vector_rows
 from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, verdict_as_read
 
 AUTO_PRUNE_CODE = 0  # columns.POLICY_CODES["auto_prune"]
@@ -152,14 +152,14 @@ class CurationPlan:
         return next((c.after for c in self.changes if c.kind == "create"), None)
 
 
-class _View:
+class PlanView:
     """What a planner may read. When applying, the transaction already holds the store's write
     lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL advisory lock) and rows are also locked
     ``FOR UPDATE`` on PostgreSQL; a preview reads without locking. Rows read when applying are
     kept with every stored column and their audit chain end (``stored``), so an operation that
     only rewrites them is written without reading anything again (``execute``)."""
 
-    def __init__(self, store: Store, conn: Connection, locking: bool, snapshot: Any = None):
+    def __init__(self, store: Store, conn: StoreConnection, locking: bool, snapshot: Any = None):
         self.store = store
         self.conn = conn
         self.locking = locking
@@ -188,14 +188,14 @@ class _View:
         return self.store.changed_since(self.conn, seq)
 
 
-class _Within(_View):
-    """A ``_View`` through an operator's clearance (SPEC 10, "One door"): a record it does not
+class _Within(PlanView):
+    """A ``PlanView`` through an operator's clearance (SPEC 10, "One door"): a record it does not
     see in full reads as absent to every rule of a planner (so no refusal, relation or count
     tells anything about it), except the record the operation names, which is refused before
     the planner runs (``gate_write``). ``quiet``: records it sees redacted read as absent too
     (prune, which names no record, acts only on what the clearance sees in full)."""
 
-    def __init__(self, store: Store, conn: Connection, locking: bool, snapshot: Any, clearance: TrustContext,
+    def __init__(self, store: Store, conn: StoreConnection, locking: bool, snapshot: Any, clearance: TrustContext,
                  quiet: bool = False):
         super().__init__(store, conn, locking, snapshot)
         self.clearance = clearance
@@ -317,7 +317,7 @@ def _id(value: Any, name: str = "id") -> str:
     return check_id(_non_empty(value, name), name)
 
 
-def _who(actor: Any, rationale: Any) -> tuple[str, str]:
+def checked_who(actor: Any, rationale: Any) -> tuple[str, str]:
     """The actor (a column of MAX_ACTOR_LENGTH) and rationale (text) every entry names."""
     return _text(actor, "actor", MAX_ACTOR_LENGTH), _text(rationale, "rationale", MAX_RATIONALE_LENGTH)
 
@@ -345,7 +345,7 @@ def _parse(row: StoredRow) -> MemoryRecord:
     return MemoryRecord.model_validate(doc)
 
 
-def _load(v: _View, ids: list[str]) -> tuple[dict[str, StoredRow], dict[str, MemoryRecord]]:
+def _load(v: PlanView, ids: list[str]) -> tuple[dict[str, StoredRow], dict[str, MemoryRecord]]:
     """Rows and records of ``ids``; NotFoundError for the first missing one."""
     rows = v.rows(ids)
     for rid in ids:
@@ -460,7 +460,7 @@ def _new_record(data: Any, name: str, now: datetime) -> MemoryRecord:
     return record
 
 
-def _check_new(v: _View, record: MemoryRecord, name: str, automatic_targets: set[str]) -> None:
+def _check_new(v: PlanView, record: MemoryRecord, name: str, automatic_targets: set[str]) -> None:
     """Own rules for a new record: its id is free (store and archive) and its relations point
     at records in the store."""
     if v.existing([record.id]):
@@ -496,8 +496,8 @@ def _archive(b: _Builder, row: StoredRow, record: MemoryRecord, log: list[AuditE
 # --------------------------------------------------------------------------- planners
 
 
-def plan_reinforce(v: _View, now: datetime, id: str, actor: str, rationale: str, gain: float | None = None) -> CurationPlan:
-    actor, rationale = _who(actor, rationale)
+def plan_reinforce(v: PlanView, now: datetime, id: str, actor: str, rationale: str, gain: float | None = None) -> CurationPlan:
+    actor, rationale = checked_who(actor, rationale)
     rid = _id(id)
     if gain is not None:
         gain = _number(gain, "gain", non_negative=True)
@@ -514,8 +514,8 @@ def plan_reinforce(v: _View, now: datetime, id: str, actor: str, rationale: str,
     return b.build()
 
 
-def plan_penalize(v: _View, now: datetime, id: str, amount: float, actor: str, rationale: str) -> CurationPlan:
-    actor, rationale = _who(actor, rationale)
+def plan_penalize(v: PlanView, now: datetime, id: str, amount: float, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = checked_who(actor, rationale)
     rid = _id(id)
     amount = _number(amount, "amount", non_negative=True)
     rows, recs = _load(v, [rid])
@@ -529,8 +529,8 @@ def plan_penalize(v: _View, now: datetime, id: str, amount: float, actor: str, r
     return b.build()
 
 
-def plan_retract(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
-    actor, rationale = _who(actor, rationale)
+def plan_retract(v: PlanView, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = checked_who(actor, rationale)
     rid = _id(id)
     rows, recs = _load(v, [rid])
     _no_episodic(recs.values(), "retracted")
@@ -541,8 +541,8 @@ def plan_retract(v: _View, now: datetime, id: str, actor: str, rationale: str) -
     return b.build()
 
 
-def plan_contest(v: _View, now: datetime, id: str, contesting_ref: str, actor: str, rationale: str) -> CurationPlan:
-    actor, rationale = _who(actor, rationale)
+def plan_contest(v: PlanView, now: datetime, id: str, contesting_ref: str, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = checked_who(actor, rationale)
     rid = _id(id)
     # "" contests without naming a contender (Membrane allows it); any other ref is a string
     # without NUL, as it is looked up as a record id.
@@ -573,8 +573,8 @@ def plan_contest(v: _View, now: datetime, id: str, contesting_ref: str, actor: s
     return b.build()
 
 
-def plan_supersede(v: _View, now: datetime, old_id: str, new_record: Any, actor: str, rationale: str) -> CurationPlan:
-    actor, rationale = _who(actor, rationale)
+def plan_supersede(v: PlanView, now: datetime, old_id: str, new_record: Any, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = checked_who(actor, rationale)
     old = _id(old_id, "old_id")
     new = _new_record(new_record, "new_record", now)
     rows, recs = _load(v, [old])
@@ -597,8 +597,8 @@ def plan_supersede(v: _View, now: datetime, old_id: str, new_record: Any, actor:
     return b.build()
 
 
-def plan_fork(v: _View, now: datetime, source_id: str, forked_record: Any, actor: str, rationale: str) -> CurationPlan:
-    actor, rationale = _who(actor, rationale)
+def plan_fork(v: PlanView, now: datetime, source_id: str, forked_record: Any, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = checked_who(actor, rationale)
     src = _id(source_id, "source_id")
     new = _new_record(forked_record, "forked_record", now)
     rows, recs = _load(v, [src])
@@ -617,8 +617,8 @@ def plan_fork(v: _View, now: datetime, source_id: str, forked_record: Any, actor
     return b.build()
 
 
-def plan_merge(v: _View, now: datetime, ids: Any, merged_record: Any, actor: str, rationale: str) -> CurationPlan:
-    actor, rationale = _who(actor, rationale)
+def plan_merge(v: PlanView, now: datetime, ids: Any, merged_record: Any, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = checked_who(actor, rationale)
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
         raise ValidationError("ids must be a list of record ids", [("ids", "not a list")])
     sources = list(dict.fromkeys(_id(x, "ids") for x in ids))
@@ -644,8 +644,8 @@ def plan_merge(v: _View, now: datetime, ids: Any, merged_record: Any, actor: str
     return b.build()
 
 
-def _plan_pin(op: str, pinned: bool, v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
-    actor, rationale = _who(actor, rationale)
+def _plan_pin(op: str, pinned: bool, v: PlanView, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = checked_who(actor, rationale)
     rid = _id(id)
     rows, recs = _load(v, [rid])
     row, record = rows[rid], recs[rid]
@@ -659,17 +659,17 @@ def _plan_pin(op: str, pinned: bool, v: _View, now: datetime, id: str, actor: st
     return b.build()
 
 
-def plan_pin(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+def plan_pin(v: PlanView, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
     return _plan_pin("pin", True, v, now, id, actor, rationale)
 
 
-def plan_unpin(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+def plan_unpin(v: PlanView, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
     return _plan_pin("unpin", False, v, now, id, actor, rationale)
 
 
-def plan_reclassify(v: _View, now: datetime, id: str, actor: str, rationale: str, sensitivity: Any = None,
+def plan_reclassify(v: PlanView, now: datetime, id: str, actor: str, rationale: str, sensitivity: Any = None,
                     scope: str | None = None, tags: list[str] | None = None) -> CurationPlan:
-    actor, rationale = _who(actor, rationale)
+    actor, rationale = checked_who(actor, rationale)
     rid = _id(id)
     if sensitivity is None and scope is None and tags is None:
         raise ValidationError("reclassify needs at least one of sensitivity, scope, tags",
@@ -718,8 +718,8 @@ def plan_reclassify(v: _View, now: datetime, id: str, actor: str, rationale: str
     return b.build()
 
 
-def plan_delete(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
-    actor, rationale = _who(actor, rationale)
+def plan_delete(v: PlanView, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = checked_who(actor, rationale)
     rid = _id(id)
     rows, recs = _load(v, [rid])
     row, record = rows[rid], recs[rid]
@@ -735,8 +735,8 @@ def plan_delete(v: _View, now: datetime, id: str, actor: str, rationale: str) ->
     return b.build()
 
 
-def plan_restore(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
-    actor, rationale = _who(actor, rationale)
+def plan_restore(v: PlanView, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+    actor, rationale = checked_who(actor, rationale)
     rid = _id(id)
     archived = v.archived(rid)
     if archived is None:
@@ -756,7 +756,7 @@ def plan_restore(v: _View, now: datetime, id: str, actor: str, rationale: str) -
     return b.build()
 
 
-def _prunable(v: _View, now: datetime, as_of: datetime | None
+def _prunable(v: PlanView, now: datetime, as_of: datetime | None
               ) -> tuple[datetime, dict[str, StoredRow], dict[str, MemoryRecord], list[tuple[str, float]]]:
     """Prune eligibility: not pinned, policy auto_prune, S(as_of) < PRUNE_THRESHOLD. Candidates
     come from the column cache snapshot (plus rows changed since it was taken); only they are
@@ -783,11 +783,11 @@ def _prunable(v: _View, now: datetime, as_of: datetime | None
     return when, rows, recs, eligible
 
 
-def plan_prune(v: _View, now: datetime, actor: str, rationale: str, as_of: datetime | None = None,
+def plan_prune(v: PlanView, now: datetime, actor: str, rationale: str, as_of: datetime | None = None,
                dry_run: bool = True) -> CurationPlan:
     """Archive every eligible record (see ``_prunable``); ``result`` is the list of their ids.
     ``dry_run`` does not change the plan (the operation decides whether to apply it)."""
-    actor, rationale = _who(actor, rationale)
+    actor, rationale = checked_who(actor, rationale)
     when, rows, recs, eligible = _prunable(v, now, as_of)
     logs = v.logs([rid for rid, _ in eligible]) if eligible else {}
     b = _Builder("prune", now)
@@ -803,7 +803,7 @@ def plan_prune(v: _View, now: datetime, actor: str, rationale: str, as_of: datet
 _REWRITES = frozenset({"reinforce", "penalize", "retract", "contest", "pin", "unpin", "reclassify"})
 
 
-def _named_record(op: str, args: tuple) -> list[str]:
+def named_record(op: str, args: tuple) -> list[str]:
     """The record a rewrite names, for its transaction to read (and lock) with its first round
     trip (``Store.write(prefetch=...)``); nothing when the argument is not a valid id (the
     planner then says why, naming the argument)."""
@@ -834,7 +834,7 @@ PLANNERS: dict[str, Callable[..., CurationPlan]] = {
 # --------------------------------------------------------------------------- restore a version
 
 
-def plan_restore_version(v: _View, now: datetime, id: str, when: datetime, actor: str, rationale: str) -> CurationPlan:
+def plan_restore_version(v: PlanView, now: datetime, id: str, when: datetime, actor: str, rationale: str) -> CurationPlan:
     """The record brought back to what it was at ``when`` (its version then, as its audit trail
     reconstructs it: ``history.record_at``).
 
@@ -849,7 +849,7 @@ def plan_restore_version(v: _View, now: datetime, id: str, when: datetime, actor
     exist or sat in the archive. One ``revise`` entry names the version restored (its time in
     ``details["version"]``, the last entry then in ``details["version_position"]``) and the
     before/after of every field it changed."""
-    actor, rationale = _who(actor, rationale)
+    actor, rationale = checked_who(actor, rationale)
     rid = _id(id)
     when = _when(when, "when")
     if when > now:
@@ -906,11 +906,11 @@ PLANNERS["restore_version"] = plan_restore_version
 # --------------------------------------------------------------------------- reinstate
 
 
-def plan_reinstate(v: _View, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
+def plan_reinstate(v: PlanView, now: datetime, id: str, actor: str, rationale: str) -> CurationPlan:
     """A contested semantic record back to ``active`` (the contest is resolved in its favour):
     relations and salience unchanged; audit ``revise`` "reinstated: ...". Refused for a record
     that is not contested (naming its status); episodic records are immutable (SPEC 6 order)."""
-    actor, rationale = _who(actor, rationale)
+    actor, rationale = checked_who(actor, rationale)
     rid = _id(id)
     rows, recs = _load(v, [rid])
     _no_episodic(recs.values(), "reinstated")
@@ -936,7 +936,7 @@ _REWRITES = _REWRITES | {"reinstate"}
 # --------------------------------------------------------------------------- applying a plan
 
 
-def _rewrites_only(plan: CurationPlan, v: _View | None) -> bool:
+def _rewrites_only(plan: CurationPlan, v: PlanView | None) -> bool:
     """The plan only rewrites records the view read under the write lock (and appends to their
     audit chains): reinforce, penalize, retract, contest, pin, unpin, reclassify."""
     return (v is not None and bool(plan.changes) and all(c.kind == "update" and c.record_id in v.stored
@@ -944,7 +944,7 @@ def _rewrites_only(plan: CurationPlan, v: _View | None) -> bool:
             and all(e.record_id in v.stored for e in plan.audit))
 
 
-def _execute_rewrites(store: Store, conn: Connection, plan: CurationPlan, v: _View,
+def _execute_rewrites(store: Store, conn: StoreConnection, plan: CurationPlan, v: PlanView,
                       last: bool = False) -> list[tuple[int, str, tuple]]:
     """``execute`` for plans that only rewrite records read under the lock: their chain ends came
     with the rows, so the entries are chained from them (``chain.chain``, as ``append_batch``
@@ -977,7 +977,7 @@ def _same(stored: Any, value: Any) -> bool:
     return stored == value and (stored is None) == (value is None)
 
 
-def execute(store: Store, conn: Connection, plan: CurationPlan, v: _View | None = None, last: bool = False
+def execute(store: Store, conn: StoreConnection, plan: CurationPlan, v: PlanView | None = None, last: bool = False
             ) -> list[tuple[int, str, tuple]]:
     """Write a plan inside the caller's write transaction: audit entries first (they give each
     record its new chain head), then the rows. ``v``: the view the plan was made with, when its
@@ -1048,7 +1048,7 @@ def preview_within(ctx: EngineContext, clearance: TrustContext | None, op: str, 
     would be written. Raises what the operation would raise; writes nothing. With
     ``clearance``, an operator's, which must see every record involved in full (``_Within``;
     the operator's view, SPEC 10)."""
-    planner = _planner(op)
+    planner = planner_for(op)
     _check_call(op, planner, args, kwargs)
     snapshot = ctx.columns.current() if op == "prune" else None
     with ctx.store.read() as conn:
@@ -1059,10 +1059,10 @@ def preview_within(ctx: EngineContext, clearance: TrustContext | None, op: str, 
     return plan
 
 
-def _planner_view(ctx: EngineContext, conn: Connection, locking: bool, snapshot: Any, clearance: TrustContext | None,
-                  op: str) -> _View:
+def _planner_view(ctx: EngineContext, conn: StoreConnection, locking: bool, snapshot: Any, clearance: TrustContext | None,
+                  op: str) -> PlanView:
     if clearance is None:
-        return _View(ctx.store, conn, locking, snapshot)
+        return PlanView(ctx.store, conn, locking, snapshot)
     return _Within(ctx.store, conn, locking, snapshot, as_trust(clearance, "clearance"), quiet=op == "prune")
 
 
@@ -1073,10 +1073,10 @@ def curate_within(ctx: EngineContext, clearance: TrustContext | None, op: str, *
     it reads or creates, decided on the rows read under the write lock (so a relabel by another
     process between a page's read and this write cannot widen it); refused before anything is
     written otherwise."""
-    planner = _planner(op)
+    planner = planner_for(op)
     _check_call(op, planner, args, kwargs)
     snapshot = ctx.columns.current() if op == "prune" else None
-    with ctx.store.write(prefetch=_named_record(op, args)) as conn:
+    with ctx.store.write(prefetch=named_record(op, args)) as conn:
         now = ctx.now()  # read after the write lock is held: operation times follow commit order
         view = _planner_view(ctx, conn, True, snapshot, clearance, op)
         plan = planner(view, now, *args, **kwargs)
@@ -1093,10 +1093,10 @@ def prune(ctx: EngineContext, actor: str, rationale: str, as_of: datetime | None
     """Archive every record that is not pinned, has policy auto_prune and S(as_of) < 0.001.
     Returns the ids pruned, or with ``dry_run`` (the default) the ids that would be."""
     if check_flag(dry_run, "dry_run"):  # the eligibility the plan uses, without building the archive plan
-        _who(actor, rationale)
+        checked_who(actor, rationale)
         snapshot = ctx.columns.current()
         with ctx.store.read() as conn:
-            return [rid for rid, _ in _prunable(_View(ctx.store, conn, False, snapshot), ctx.now(), as_of)[3]]
+            return [rid for rid, _ in _prunable(PlanView(ctx.store, conn, False, snapshot), ctx.now(), as_of)[3]]
     return list(curate_within(ctx, None, "prune", actor, rationale, as_of=as_of).result)
 
 
@@ -1109,7 +1109,7 @@ def archived_ids(ctx: EngineContext) -> list[str]:
 # ranking vectors of what an operation writes (SPEC 9) ------------------------------
 
 
-def _plan_vectors(ctx: EngineContext, conn: Connection, plan: CurationPlan) -> None:
+def _plan_vectors(ctx: EngineContext, conn: StoreConnection, plan: CurationPlan) -> None:
     """The ranking vectors of the records ``plan`` creates (supersede, fork, merge), of a
     record whose text it changes, and of a restored record whose vector is not kept under
     the current provider, written in the operation's transaction. Operations that keep
@@ -1118,8 +1118,6 @@ def _plan_vectors(ctx: EngineContext, conn: Connection, plan: CurationPlan) -> N
     embedder = ctx.embedder
     if embedder is None or plan.op in _KEEPS_TEXT:
         return
-    from membrane_engine.rules.ranking import record_parts
-
     fresh = [c.after for c in plan.changes if c.kind == "create"]
     fresh += [c.after for c in plan.changes if c.kind == "update" and c.before is not None
               and record_parts(c.before) != record_parts(c.after)]
@@ -1129,8 +1127,6 @@ def _plan_vectors(ctx: EngineContext, conn: Connection, plan: CurationPlan) -> N
         fresh += [r for r in restored if r.id not in kept]
     if not fresh:
         return
-    from membrane_engine.transfer.imports import vector_rows
-
     rows = vector_rows(embedder, fresh)
     if rows:
         ctx.store.insert_vectors(conn, rows, replace=True)
@@ -1151,7 +1147,7 @@ def _check_call(op: str, planner: Callable[..., CurationPlan], args: tuple, kwar
         raise ValidationError(f"preview({op!r}): {exc}", [("args", str(exc))]) from None
 
 
-def _planner(op: str) -> Callable[..., CurationPlan]:
+def planner_for(op: str) -> Callable[..., CurationPlan]:
     try:
         return PLANNERS[op]
     except (KeyError, TypeError):

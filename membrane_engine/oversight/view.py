@@ -604,9 +604,9 @@ class OperatorView:
         if "actor" in kwargs:
             raise ValidationError("actor is not an argument of the operator's view: every write names "
                                   f"{operator.actor}", [("actor", "not allowed")])
-        from membrane_engine.curation.operations import _planner
+        from membrane_engine.curation.operations import planner_for
 
-        names = list(inspect.signature(_planner(op)).parameters)[2:]  # after the planner's view and time
+        names = list(inspect.signature(planner_for(op)).parameters)[2:]  # after the planner's view and time
         at = names.index("actor")
         if len(args) < at:
             raise ValidationError(f"{op}: expected {', '.join(names[:at])} before the rationale (got {len(args)} "

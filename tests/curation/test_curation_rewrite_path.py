@@ -42,7 +42,7 @@ def _by_general_path(m, op: str, args: tuple, kwargs: dict) -> tuple:
     out = None
     try:
         with m.store.write() as conn:
-            plan = curation.PLANNERS[op](curation._View(m.store, conn, True), m.now(), *args, **kwargs)
+            plan = curation.PLANNERS[op](curation.PlanView(m.store, conn, True), m.now(), *args, **kwargs)
             curation.execute(m.store, conn, plan)  # no view: the general path
             out = _written(conn, args[0])
             raise _Rollback
