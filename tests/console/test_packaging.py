@@ -4,6 +4,7 @@ non-editable install carries the sample store and starts on it."""
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 import tomllib
@@ -23,10 +24,26 @@ def test_every_package_in_the_tree_is_listed_in_pyproject() -> None:
     assert "membrane_engine.sample_data" in listed
 
 
+def _site_dirs() -> list[str]:
+    """The site-packages folders of the interpreter running the tests: its own venv's too when it
+    runs in one (``--system-site-packages`` would give only the base interpreter's, which need
+    not have the dependencies)."""
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dirs if Path(d).is_dir()]
+
+
 def test_a_non_editable_install_opens_the_sample_store(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
+    # The dependencies come from this interpreter's folders, appended after the venv's own; a
+    # plain path line does not run those folders' .pth files, so this tree's editable install
+    # stays out and the copy pip installs below is the one imported.
+    (own,) = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                            check=True, capture_output=True, text=True).stdout.split()
+    (Path(own) / "test-dependencies.pth").write_text("\n".join(_site_dirs()) + "\n")
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(ROOT)],
                    check=True, cwd=tmp_path)
     code = ("from membrane_engine import Membrane; import membrane_engine;"
