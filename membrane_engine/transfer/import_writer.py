@@ -11,7 +11,7 @@ MAX_PROBLEMS problems and says how many there were in all. Once that many are ke
 later records are no longer remembered (a file of millions of junk records with ids would
 otherwise hold them all), so duplicates among them and their relation targets go uncounted.
 
-``buffered``: parts are held until BUFFER_RECORDS records or BUFFER_BYTES of documents are
+``buffered``: parts are held until BUFFER_RECORDS records or BUFFER_BYTES (``held_bytes``) are
 waiting before the write transaction is opened, so a small import (or one refused early) is
 validated in full before the store's write lock is taken, as ``import_records`` always was.
 """
@@ -25,6 +25,7 @@ from typing import Any
 
 from membrane_engine.audit import trail as audit
 from membrane_engine.errors import AlreadyExistsError, ValidationError
+from membrane_engine.rules.chain import NEW_ENTRY_COLUMNS
 from membrane_engine.transfer.imports import (
     MAX_PROBLEMS,
     PreparedImport,
@@ -36,9 +37,24 @@ from membrane_engine.transfer.imports import (
 from membrane_engine.transfer.json_items import Item
 from membrane_engine.storage.store import ROW_COLUMNS, Store, StoreConnection
 
-BUFFER_RECORDS = 20_000
-BUFFER_BYTES = 64 << 20
+# Held before the transaction opens: at most as many records as make an import a bulk one
+# (store.BULK_ROWS), and at most BUFFER_BYTES of them, so what an import holds does not grow
+# with the size or number of its records (the console's uploads are imported in this process).
+BUFFER_RECORDS = 5_000
+BUFFER_BYTES = 24 << 20
+# What a prepared row (a record's or an audit entry's, with the record's vector) holds besides
+# its texts: the tuple, ids, timestamps, codes and hashes (bench/README.md, "Import").
+ROW_BYTES = 768
 _DOC = ROW_COLUMNS.index("doc")
+_AUDIT_TEXTS = tuple(NEW_ENTRY_COLUMNS.index(name) for name in ("rationale", "extra"))
+
+
+def held_bytes(part: PreparedImport) -> int:
+    """About what ``part`` holds in memory: its documents, its audit entries' texts (which the
+    document leaves out, and which may be most of a record) and ROW_BYTES a row."""
+    texts = sum(len(row[_DOC]) for row in part.rows)
+    texts += sum(len(entry[k] or "") for entry in part.audit for k in _AUDIT_TEXTS)
+    return texts + ROW_BYTES * (len(part.rows) + len(part.audit))
 
 
 def _also(index: int) -> str:
@@ -102,7 +118,7 @@ class ImportWriter:
         if self.buffered and self.conn is None:
             self.waiting.append((part, new_targets))
             self.waiting_rows += len(part.rows)
-            self.waiting_bytes += sum(len(row[_DOC]) for row in part.rows)
+            self.waiting_bytes += held_bytes(part)
             if self.waiting_rows >= BUFFER_RECORDS or self.waiting_bytes >= BUFFER_BYTES:
                 self._flush(self._expected(self.seen))
             return

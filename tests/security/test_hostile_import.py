@@ -222,6 +222,28 @@ def test_a_refused_small_import_never_takes_the_write_lock(m: Membrane, monkeypa
     assert m.import_records(_records(10)) == 10 and opened == [10]
 
 
+def test_the_buffer_counts_what_records_hold_not_only_their_documents(m: Membrane, monkeypatch):
+    """A record's stored document leaves its audit log out, and the log may be most of the
+    record: the records held before the transaction opens are counted by their audit texts too
+    (``import_writer.held_bytes``), so a few hundred such records do not wait in memory as if
+    they were small."""
+    monkeypatch.setattr(import_writer, "BUFFER_BYTES", 1 << 20)
+    monkeypatch.setattr(import_writer, "PART_ITEMS", 10)
+    entry = {"action": "create", "actor": "alice", "timestamp": "2026-01-01T00:00:00Z", "rationale": "x" * 3000}
+    docs = [simple(f"r{i}", audit_log=[entry] * 20) for i in range(40)]  # 60 KB of audit text each
+    opened = []
+    real = m.store.bulk_write
+    monkeypatch.setattr(m.store, "bulk_write", lambda rows: opened.append(rows) or real(rows))
+    parts = []
+    real_add = import_writer.ImportWriter.add
+    monkeypatch.setattr(import_writer.ImportWriter, "add",
+                        lambda self, part: (parts.append(len(opened)), real_add(self, part))[1])
+    assert m.import_records(docs) == 40
+    # Open after the second part of ten (1.2 MB of audit text), not once all 40 were read.
+    assert parts == [0, 0, 1, 1] and len(opened) == 1
+    assert m.verify_audit() == []
+
+
 def test_progress_reaches_the_number_of_records(m: Membrane, tmp_path: Path):
     path = tmp_path / "p.json"
     path.write_text(json.dumps(_records(4500)))
