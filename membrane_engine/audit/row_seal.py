@@ -16,7 +16,7 @@ row with a plain sha256 MAC (which anyone can compute) is not honoured either. T
 keyed once ``meta`` holds ``audit_key`` (audit.py), or once the operator tables were sealed:
 the entry of the store's own audit log by ``SEAL_ACTOR``, which also says from which event and
 access entry on the chains are keyed (the entries before are checked by their own scheme).
-Writes take the key through ``audit._tail``: a process without the key (or with another one)
+Writes take the key through ``audit_log.sequence_tail``: a process without the key (or with another one)
 cannot write to a keyed store's operator tables or access log.
 
 The first keyed process to write (or to open a keyed store holding such rows) seals them:
@@ -42,6 +42,7 @@ from membrane_engine.audit import trail as audit
 from membrane_engine.rules.chain import GENESIS, STORE_SUBJECT, KeyState, canonical, digest, signing_key
 from membrane_engine.model.records import AuditAction
 from membrane_engine.rules import sessions
+from membrane_engine.storage.audit_log import sequence_tail
 from membrane_engine.storage.store import (
     access_log,
     audit_entries,
@@ -165,7 +166,7 @@ def writing(conn: Connection) -> Seal:
     """The seal state of a write transaction to the operator tables or the access log. Refuses
     (``AuditKeyError``, naming MEMBRANE_AUDIT_KEY) a process whose key does not fit the store's,
     as any audit write does; the first keyed writer seals the rows written before it."""
-    key = audit._tail(conn)[2]
+    key = sequence_tail(conn)[2]
     if key is None:
         return Seal(None, False)
     entry = seal_entry(conn)

@@ -30,11 +30,9 @@ from typing import Any
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
-from membrane_engine.errors import AuditKeyError, StoreUnavailableError
-from membrane_engine.model.records import AuditAction, AuditEntry, check_whole, to_epoch
+from membrane_engine.errors import StoreUnavailableError
+from membrane_engine.model.records import AuditAction, check_whole, to_epoch
 from membrane_engine.rules.chain import (
-    ENTRY_COLUMNS,
-    GENESIS,
     MAX_QUERY_LIMIT,
     STORE_SUBJECT,
     AuditRow,
@@ -43,24 +41,26 @@ from membrane_engine.rules.chain import (
     audit_row,
     chain,
     checked_filters,
-    entries_by_record,
     head_seal,
     head_seal_v1,
     scheme,
     signing_key,
-    store_link,
 )
-from membrane_engine.storage.audit_log import CONTENT_COLUMNS, is_retract, live_digest  # noqa: F401 (is_retract re-exported)
+from membrane_engine.storage.audit_log import (  # noqa: F401 (is_retract, insert_entries, logs_of re-exported)
+    CONTENT_COLUMNS,
+    insert_entries,
+    is_retract,
+    live_digest,
+    logs_of,
+    place,
+)
 from membrane_engine.storage.store import (
-    AUDIT_TAIL_STATE,
-    Store,
     _driver_cursor,
     archive,
     audit_entries,
     audit_subjects,
     insert_tuples,
     meta,
-    rows_in,
 )
 
 
@@ -99,67 +99,6 @@ def append_batch(conn: Connection, entries: list[dict[str, Any]], digests: dict[
     return heads
 
 
-def insert_entries(conn: Connection, rows: list[tuple]) -> None:
-    """Bulk insert of audit rows made by ``new_chain`` (an import's new records), in list
-    order, each taking the next store-wide position."""
-    insert_tuples(conn, audit_entries, ENTRY_COLUMNS, place(conn, rows))
-
-
-# ----------------------------------------------------------------------------- the store-wide sequence
-
-
-def _refuse(reason: str) -> AuditKeyError:
-    return AuditKeyError(f"{reason}; nothing was written")
-
-
-def _tail(conn: Connection) -> list[Any]:
-    """[next store-wide position, the chain value before it, the key] of this write transaction:
-    read once (``Store.audit_tail``), after the key is checked against the store's."""
-    state = conn.info.get(AUDIT_TAIL_STATE)
-    if state is not None:
-        return state
-    key_text, position, last_hash = Store.audit_tail(conn)
-    key = signing_key()
-    next_position = 0 if position is None else int(position) + 1
-    keyed = KeyState.parse(key_text)
-    if keyed is None:
-        if last_hash and scheme(last_hash) == "hmac-sha256" and not key:
-            raise _refuse("this store's audit log is keyed (its entries are HMAC-sealed) and MEMBRANE_AUDIT_KEY "
-                          "is not set in this process: a keyless writer would break the chain")
-        if key:  # the first keyed writer: from here on the store is keyed
-            conn.execute(meta.insert().values(key="audit_key", value=KeyState(
-                next_position, False, KeyState.seal(key, next_position, False)).text()))
-    elif not key:
-        raise _refuse("this store's audit log is keyed (MEMBRANE_AUDIT_KEY was set when it was written) and "
-                      "MEMBRANE_AUDIT_KEY is not set in this process")
-    elif not keyed.fits(key):
-        raise _refuse("MEMBRANE_AUDIT_KEY is not the key this store's audit log is written with")
-    state = [next_position, last_hash or GENESIS, key]
-    conn.info[AUDIT_TAIL_STATE] = state
-    return state
-
-
-def place(conn: Connection, rows: list[Any]) -> list[Any]:
-    """Give audit rows (dicts, completed in place, or ``NEW_ENTRY_COLUMNS`` tuples, returned
-    completed) the next store-wide positions in list order, with their chain values. Inside the
-    caller's write transaction (writers are serialised, so the order is commit order)."""
-    state = _tail(conn)
-    position, prev, key = state
-    out: list[Any] = []
-    for row in rows:
-        if isinstance(row, dict):
-            prev = store_link(prev, position, row["hash"], key)
-            row["store_position"] = position
-            row["store_hash"] = prev
-            out.append(row)
-        else:
-            prev = store_link(prev, position, row[10], key)
-            out.append((*row, position, prev))
-        position += 1
-    state[0], state[1] = position, prev
-    return out
-
-
 def append_subject(conn: Connection, subject: str, action: AuditAction | str, actor: str, rationale: str,
                    when: datetime, details: dict[str, Any] | None = None) -> str:
     """Append one entry to the chain of a subject that is not a record (the store itself:
@@ -181,12 +120,6 @@ def row_to_audit(r: Any) -> AuditRow:
 def log_of(conn: Connection, record_id: str) -> list[AuditRow]:
     q = select(audit_entries).where(audit_entries.c.record_id == record_id).order_by(audit_entries.c.position)
     return [row_to_audit(r) for r in conn.execute(q)]
-
-
-def logs_of(conn: Connection, record_ids: list[str]) -> dict[str, list[AuditEntry]]:
-    rows = rows_in(conn, "audit_entries", ("record_id", "action", "actor", "timestamp", "rationale", "extra"),
-                   "record_id", record_ids, order_by=("record_id", "position"))
-    return entries_by_record(record_ids, rows)
 
 
 def filter_conditions(actor: str | None = None, action: str | None = None, record_id: str | None = None,

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from membrane_engine.audit.trail import logs_of
 from membrane_engine.context import EngineContext
 from membrane_engine.errors import ValidationError
 from membrane_engine.model.records import (
@@ -30,6 +29,7 @@ from membrane_engine.model.records import (
 )
 from membrane_engine.rules.salience import salience_at, take
 from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, redact, verdict_as_read, verdicts
+from membrane_engine.storage.audit_log import logs_of
 from membrane_engine.transfer import private_files
 
 MAX_EXPORT_BATCH = 100_000  # records read per round trip by iter_export

@@ -23,7 +23,6 @@ from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any
 
-from membrane_engine.audit import trail as audit
 from membrane_engine.errors import AlreadyExistsError, ValidationError
 from membrane_engine.rules.chain import NEW_ENTRY_COLUMNS
 from membrane_engine.transfer.imports import (
@@ -35,6 +34,7 @@ from membrane_engine.transfer.imports import (
     refusal,
 )
 from membrane_engine.transfer.json_items import Item
+from membrane_engine.storage.audit_log import insert_entries
 from membrane_engine.storage.store import ROW_COLUMNS, Store, StoreConnection
 
 # Held before the transaction opens: at most as many records as make an import a bulk one
@@ -216,7 +216,7 @@ class ImportWriter:
                     self._stop()
                     return
                 self._targets_in_store([t for t in new_targets if t in self.pending])
-            audit.insert_entries(self.conn, part.audit)
+            insert_entries(self.conn, part.audit)
             self.store.insert_values(self.conn, part.rows)
             if part.vectors:  # SPEC 9: the records' ranking vectors, in the import's transaction
                 self.store.insert_vectors(self.conn, part.vectors)
