@@ -336,8 +336,9 @@ SQLITE_PAGE_SIZE = 16384
 BULK_ROWS = 5000  # imports at least this large get Store.bulk_write() settings
 # SQLite page cache during a bulk write, in KiB: about 2 KiB per record written (the index
 # pages its inserts touch at random stay in memory, so a large import is not I/O bound), from
-# 256 MiB up to 1 GiB.
-BULK_CACHE_KIB = (262_144, 1_048_576)
+# 16 MiB up to 1 GiB. The cache fills with the import's pages, so a floor above what an import
+# needs is memory it holds for nothing: an upload imported by a console server (bench/README.md).
+BULK_CACHE_KIB = (16_384, 1_048_576)
 RECORD_COLUMNS = tuple(c.name for c in records.columns)
 _ROW_DEFAULTS = {"scope": "", "tags": "[]"}
 
