@@ -206,7 +206,14 @@ with tab_in:
                 st.session_state[PARSED_KEY] = (upload.file_id, name, None, None)
                 st.session_state.pop(EXPOSURES_KEY, None)
                 st.session_state[IMPORT_RESULT_KEY] = result
+                upload.close()  # before the rerun makes its own copy (below)
                 st.rerun()
+    if upload is not None:
+        # Streamlit hands each script run a copy of the upload of its own (a deep copy of the
+        # widget's value), which the run's module keeps until the cyclic collector frees it: the
+        # console runs none after a script run (runner.postScriptGC) and an import pauses it.
+        # Closed, the copy lets its buffer go as the run ends.
+        upload.close()
 
 # ----------------------------------------------------------------------------- export
 
