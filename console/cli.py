@@ -36,8 +36,9 @@ def prewarm(url: str) -> None:
     what the overview counts over the whole audit log (entries by action, and by day for its
     activity table: seconds at millions of entries, then kept current per process) and the
     table library it draws with. Last, once the browser has drawn the first page: the id -> row
-    index, the chart library of the other pages, and the ranking vectors and entity names. A
-    store that cannot be opened is reported here, in the terminal, as well as on the pages."""
+    index, the chart library of the other pages, the ranking vectors and entity names, and the
+    ranking model. A store that cannot be opened is reported here, in the terminal, as well as
+    on the pages."""
     # Streamlit warns once per call that this thread runs no script; that is the point of it.
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         lambda record: record.threadName != PREWARM_THREAD)
@@ -62,6 +63,10 @@ def prewarm(url: str) -> None:
         m.columns.index_ids()  # a noticeable wait at 1M, for the first look-up by id
         import plotly.graph_objects  # noqa: F401  (the other pages' charts)
         m.warm()  # ranking vectors, entity names: seconds of CPU at 1M
+        if m.embedder is not None:
+            # The ranking model, once per server: otherwise the first import or ranked request
+            # loads it, and its memory counts as that upload's or that page's.
+            m.embedder.embed(["a task"])
     except Exception as exc:
         # The pages show it too, but whoever started the console is looking at this terminal.
         from membrane_engine.errors import MembraneError

@@ -44,6 +44,23 @@ def test_prewarm_fills_the_cached_engine_the_pages_use(tmp_path: Path, monkeypat
     assert counted == [m]  # the audit log counted by action, which the first overview reads
 
 
+def test_prewarm_loads_the_ranking_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranking model is the server's to load, once: not the first import's (whose memory it
+    would be counted in) nor the first ranked page's."""
+    from membrane_engine.rules.ranking import StaticLexicalEmbedder
+
+    url = f"sqlite:///{tmp_path / 'membrane.db'}"
+    Membrane.open(url, load_sample=False).close()  # no record: nothing of the store needs the model
+    asked: list[list[str]] = []
+    real = StaticLexicalEmbedder.embed
+    monkeypatch.setattr(StaticLexicalEmbedder, "embed", lambda self, texts: asked.append(list(texts)) or real(self, texts))
+    monkeypatch.setattr(state, "FIRST_RUN_DONE", threading.Event())
+    monkeypatch.setattr(cli, "QUIET_BEFORE_WARM", 0.0)
+    state.script_ran()
+    cli.prewarm(url)
+    assert len(asked) == 1 and asked[0]
+    assert state._open(url).embedder is not None
+
 def test_prewarm_counts_the_audit_log_the_overview_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before anyone signs in there is no clearance to key the overview's page entries by: the
     prewarm counts the whole audit log by action into the engine's counters, and the first
