@@ -16,6 +16,7 @@ from typing import Any
 
 from membrane_engine.accounts.operators import Operators
 from membrane_engine.audit import reads as audit_reads
+from membrane_engine.audit import row_seal, trail
 from membrane_engine.audit.verify import Problem
 from membrane_engine.context import EngineContext
 from membrane_engine.curation import bulk, review
@@ -101,7 +102,7 @@ class Membrane:
         use_default = url is None
         store = Store(url or default_url(), create_directory=use_default)
         try:
-            created = store.create()
+            created = store.create(upgrade_audit=trail.upgrade, open_audit=row_seal.on_open)
         except BaseException:
             store.dispose()  # do not leave a pool of connections behind a refused open
             raise

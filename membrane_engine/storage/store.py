@@ -876,8 +876,14 @@ class Store:
         except Exception:
             return self.url
 
-    def create(self) -> bool:
-        """Create the schema on first open. Returns True when the store was new."""
+    def create(self, upgrade_audit: Callable[[Connection, int], None],
+               open_audit: Callable[[Connection, bool], None]) -> bool:
+        """Create the schema on first open, or bring an existing store's up to date, in one write
+        transaction. Returns True when the store was new. The audit log's part of opening an
+        existing store belongs to the audit package, which sits above storage, so the caller
+        hands it in: ``upgrade_audit(conn, from_version)`` brings an older schema's audit log up
+        to this one (``audit.trail.upgrade``); ``open_audit(conn, migrated)`` runs at every open,
+        after the migrations (``audit.row_seal.on_open``)."""
         with self.write() as conn:
             existed = self.engine.dialect.has_table(conn, "meta")
             if not existed:
@@ -909,14 +915,10 @@ class Store:
                     conn.exec_driver_sql("DROP INDEX ix_audit_ts")
                 record_vectors.create(conn, checkfirst=True)  # stores made before vectors existed
                 if int(version) < SCHEMA_VERSION:
-                    from membrane_engine.audit.trail import upgrade  # audit.py imports this module
-
-                    upgrade(conn, int(version))
+                    upgrade_audit(conn, int(version))
                 if conn.execute(select(meta.c.value).where(meta.c.key == SNAPSHOT_KEY)).scalar() is None:
                     conn.execute(meta.insert().values(key=SNAPSHOT_KEY, value=os.urandom(32).hex()))
-                from membrane_engine.audit.row_seal import on_open  # row_seal.py imports this module
-
-                on_open(conn, migrated=sealed_rows_added)
+                open_audit(conn, sealed_rows_added)
             if conn.dialect.name == "sqlite":
                 for name in _OLD_SQLITE_SCALAR_INDEXES:
                     conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
