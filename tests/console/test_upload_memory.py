@@ -1,7 +1,16 @@
-"""The import page streams an upload as the engine's import_file does: a 50 MB upload is copied
-to a private file in chunks and read one record at a time, never decoded and parsed whole (which
-held every record of the file at once). Measured in a process of its own
-(upload_memory_probe.py), against what the test harness alone takes to hand over the upload."""
+"""A 50 MB upload through the Import page is imported in under 300 MB of memory (issue 29).
+
+What is measured, by upload_memory_probe.py in a process of its own: how far the process's
+resident memory (RSS: the kernel's high-water mark, VmHWM, reset at the start) rises above a
+console server at rest while the page takes a 50 MB upload of the sample's records, previews
+it, and imports it once the widening is confirmed. At rest the server has its store open (empty),
+the page drawn for a signed-in admin and the ranking model loaded, as the console's prewarm
+leaves it: the model is a fixed cost of each server process, not of an upload. Everything the
+upload brings counts, Python's memory and native alike: its bytes as the server receives them,
+the copy Streamlit makes of them for each script run, the preview, the engine's import (its
+buffer, the records' vectors, SQLite's page cache) and the run after it. The figure is printed
+(``pytest -s``); bench/README.md has the latest.
+"""
 
 from __future__ import annotations
 
@@ -15,20 +24,19 @@ import pytest
 
 PROBE = Path(__file__).resolve().parent / "upload_memory_probe.py"
 MB = 2**20
-# Python memory (tracemalloc) the page takes beyond what AppTest keeps of the upload, for 50 MB
-# of the sample's records: between what streaming takes (the engine's import buffer most of it)
-# and what parsing the file whole took, which grows with the file (both in bench/README.md).
-PAGE_BOUND = 360 * MB
+LIMIT = 300 * MB  # the issue's bound for a 50 MB upload
 
 
 @pytest.mark.slow
-def test_a_50_mb_upload_is_imported_in_bounded_memory(tmp_path: Path) -> None:
-    env = dict(os.environ, MEMBRANE_AUDIT_KEY="")
-    env.pop("MEMBRANE_AUDIT_KEY")
+def test_a_50_mb_upload_is_imported_in_under_300_mb(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    env.pop("MEMBRANE_AUDIT_KEY", None)
     done = subprocess.run([sys.executable, str(PROBE), str(tmp_path), "50"], capture_output=True, text=True,
                           timeout=1500, env=env, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"\n{got['bytes'] / MB:.1f} MB upload, {got['records']:,} records: RSS {got['baseline_rss'] / MB:.0f} MB "
+          f"at rest, +{got['growth'] / MB:.0f} MB at the peak ({got['method']})")
     assert got["bytes"] > 49.9 * MB and got["stored"] == got["records"], got
     assert any(f"Imported {got['records']:,} records" in s for s in got["said"]), got["said"]
-    assert got["page_peak"] - got["harness_peak"] < PAGE_BOUND, got
+    assert got["growth"] < LIMIT, f"the upload took {got['growth'] / MB:.0f} MB: {got}"
