@@ -19,6 +19,8 @@ from membrane_engine.audit import reads as audit_reads
 from membrane_engine.audit import row_seal, trail
 from membrane_engine.audit.verify import Problem
 from membrane_engine.context import EngineContext
+from membrane_engine.consolidation import service as consolidation
+from membrane_engine.consolidation.report import ConsolidationReport
 from membrane_engine.curation import bulk, review
 from membrane_engine.curation import operations as curation
 from membrane_engine.curation.operations import CurationPlan
@@ -426,6 +428,15 @@ class Membrane:
     def archived_ids(self) -> list[str]:
         """Ids in the archive (pruned or deleted), newest first."""
         return curation.archived_ids(self._ctx)
+
+    # consolidation (SPEC 12) ---------------------------------------------------------------------
+
+    def consolidate(self, actor: str | None = "consolidator", as_of: datetime | None = None,
+                    dry_run: bool = False) -> ConsolidationReport:
+        """Membrane's consolidators over the store as of ``as_of`` (episodic compression, semantic,
+        competence, plan graph, each with its entity links): ``report.created``, ``.reinforced``,
+        ``.compressed``; with ``dry_run`` what would be, nothing written (``consolidation.service``)."""
+        return consolidation.consolidate(self._ctx, actor, as_of, dry_run)
 
     def reinstate(self, id: str, actor: str, rationale: str) -> CurationPlan:
         """A contested semantic record back to active; salience unchanged (``plan_reinstate``)."""

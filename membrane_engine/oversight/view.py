@@ -672,6 +672,23 @@ class OperatorView:
             return list(self.preview("prune", rationale, as_of=as_of).result)
         return list(self._curate("prune", rationale, as_of=as_of).result)
 
+    def consolidate(self, as_of: datetime | None = None, dry_run: bool = False) -> Any:
+        """Membrane's consolidators (SPEC 12) as this operator (a curator or admin): only records
+        the clearance sees in full are sources, targets or entities, so nothing is combined from
+        or revealed beyond it; every entry names ``operator:NAME``. The created records' sources
+        (and, when written, the records) go to the access log like any record shown in full."""
+        from membrane_engine.consolidation import service as consolidation
+
+        operator = self._allowed("consolidate")
+        report = consolidation.consolidate(self._ctx, operator.actor, as_of, dry_run, within=operator.clearance)
+        snap = self._ctx.columns.current()
+        sources = {s for item in report.items if item.record is not None for s in item.sources}
+        rows = np.array(sorted(i for i in (snap.row_of.get(s) for s in sources) if i is not None), dtype=np.int64)
+        self._looked_rows(operator, rows, snap)
+        if not report.dry_run:
+            self._looked(operator, [item.record for item in report.items if item.record is not None])
+        return report
+
     def bulk_preview(self, op: str, ids: Iterable[str], rationale: str, **params: Any) -> Any:
         """One operation over many records, previewed through the clearance (``bulk.preview``)."""
         operator = self._allowed(op) if isinstance(op, str) else self._allowed("")
