@@ -8,6 +8,7 @@ text is absent from a page must look at both (`Console.find`).
 
 from __future__ import annotations
 
+import bisect
 import html
 import json
 import os
@@ -84,6 +85,48 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class PortTaken(RuntimeError):
+    """The port a server was started on was taken by another process first."""
+
+
+def listening_pids(port: int) -> set[int]:
+    """Processes with a TCP socket listening on ``port`` (Linux: /proc/net/tcp and the fds of
+    /proc/<pid>/; a process of another user is not seen)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(f"socket:[{cols[9]}]")
+    pids: set[int] = set()
+    if not inodes:
+        return pids
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) in inodes for fd in (proc / "fd").iterdir()):
+                pids.add(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _groups(pids: set[int]) -> set[int]:
+    """The process groups of ``pids`` (a server started with start_new_session leads its own)."""
+    out = set()
+    for pid in pids:
+        try:
+            out.add(os.getpgid(pid))
+        except OSError:
+            pass
+    return out
+
+
 class ConsoleServer:
     """`streamlit run console/gateway.py -- --db URL` (the console behind its sign-in routes and
     guard) in its own process group; with ``launcher="cli"``, `membrane-console --db URL`
@@ -111,10 +154,23 @@ class ConsoleServer:
 
     def start(self, timeout: float = 90.0, port: int | None = None) -> "ConsoleServer":
         """Start and wait until healthy. ``port``: listen there (say, the port of this server before
-        a ``stop``, so a browser's cache of the console's assets still applies); default a free one."""
-        self.port = port or free_port()
+        a ``stop``, so a browser's cache of the console's assets still applies); default a free one.
+
+        A free port is only free when asked: under parallel workers another process (a server
+        of another worker, an outgoing connection) may take it before this server binds it, so
+        a start on a port found taken is tried again on another one."""
         if self.operators:
             ensure_operators(self.db_url)
+        for attempt in range(3):
+            try:
+                return self._start(timeout, port or free_port())
+            except PortTaken:
+                if port is not None or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float, port: int) -> "ConsoleServer":
+        self.port = port
         if self.launcher == "cli":
             cmd = [sys.executable, "-m", "console.cli", "--db", self.db_url, "--port", str(self.port),
                    "--address", "127.0.0.1", *self.extra_args]
@@ -139,10 +195,14 @@ class ConsoleServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self._log.close()
+                if listening_pids(port):  # another process has the port
+                    raise PortTaken(port)
                 raise RuntimeError(f"console server {self.name!r} exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as resp:
-                    if resp.status == 200:
+                    # the answer is this server's only if the listener is in its process group
+                    if resp.status == 200 and self.proc.pid in _groups(listening_pids(port)):
                         return self
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
@@ -402,16 +462,36 @@ class Console:
         blobs += [(f"frame #{i}", data) for i, data in enumerate(self.frame_bytes())]
         if include_downloads:
             blobs += [(f"download {u}", data) for u, data in self.downloads().items()]
+        # One search per form over all blobs laid end to end (a leak test asks for hundreds of
+        # needles in hundreds of frames: searching blob by blob spent its time in the loop, not
+        # in the search); a match that runs across two blobs is no match.
+        starts, at = [], 0
+        for _, blob in blobs:
+            starts.append(at)
+            at += len(blob)
+        ends = starts[1:] + [at]
+        joined = b"".join(blob for _, blob in blobs)
+
+        def first_blob(form: bytes) -> int | None:
+            pos = joined.find(form)
+            while pos >= 0:
+                i = bisect.bisect_right(starts, pos) - 1
+                if pos + len(form) <= ends[i]:
+                    return i
+                pos = joined.find(form, pos + 1)
+            return None
+
         hits: list[Hit] = []
         for needle in needles:
             forms = [v.encode("utf-8") for v in variants(needle)]
-            for where, blob in blobs:
-                pos = next((p for p in (blob.find(f) for f in forms) if p >= 0), -1)
-                if pos >= 0:
-                    ctx = blob[max(0, pos - 60):pos + len(needle.encode()) + 60].decode("utf-8", "replace")
-                    ctx = re.sub(r"[\x00-\x1f\x7f\ufffd]+", "·", ctx)
-                    hits.append(Hit(needle, where, ctx))
-                    break
+            found = [i for i in map(first_blob, forms) if i is not None]
+            if not found:
+                continue
+            where, blob = blobs[min(found)]  # the first blob holding any form, as a reader would meet it
+            pos = next(p for p in (blob.find(f) for f in forms) if p >= 0)
+            ctx = blob[max(0, pos - 60):pos + len(needle.encode()) + 60].decode("utf-8", "replace")
+            ctx = re.sub(r"[\x00-\x1f\x7f\ufffd]+", "·", ctx)
+            hits.append(Hit(needle, where, ctx))
         return hits
 
     def exceptions(self) -> list[str]:
