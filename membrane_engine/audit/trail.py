@@ -55,7 +55,7 @@ from membrane_engine.storage.audit_log import (  # noqa: F401 (is_retract, inser
     place,
 )
 from membrane_engine.storage.store import (
-    _driver_cursor,
+    driver_cursor,
     archive,
     audit_entries,
     audit_subjects,
@@ -162,7 +162,7 @@ def _reseal(conn: Connection, heads: dict[str, list[tuple[str, str]]]) -> None:
     """Set ``audit_head`` of every (head, id) per table. On PostgreSQL through a temporary table
     filled by COPY and one UPDATE (a million single-row updates would take minutes there)."""
     if conn.dialect.name != "postgresql":
-        with _driver_cursor(conn) as cursor:
+        with driver_cursor(conn) as cursor:
             for table, pairs in heads.items():
                 if pairs:
                     cursor.executemany(f"UPDATE {table} SET audit_head = ? WHERE id = ?", pairs)

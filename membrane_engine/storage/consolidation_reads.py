@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from sqlalchemy.engine import Connection
 
-from membrane_engine.storage.store import _driver_cursor, _mark, stream_rows
+from membrane_engine.storage.store import driver_cursor, _mark, stream_rows
 
 
 def _field(conn: Connection, path: str, text: bool = True) -> str:
@@ -36,7 +36,7 @@ def episode_payloads(conn: Connection, size: int = 2000) -> Iterator[list[tuple[
 
 
 def _rows(conn: Connection, statement: str, params: list) -> list[tuple]:
-    with _driver_cursor(conn) as cursor:
+    with driver_cursor(conn) as cursor:
         if params:
             cursor.execute(statement, params)
         else:  # no parameters: psycopg then reads '%' as itself, not as a placeholder's start

@@ -595,7 +595,7 @@ def _mark(conn: Connection) -> str:
 
 
 @contextmanager
-def _driver_cursor(conn: Connection) -> Iterator[Any]:
+def driver_cursor(conn: Connection) -> Iterator[Any]:
     """A cursor of the driver itself (SQLAlchemy does not see its statements), closed after use."""
     cursor = conn.connection.driver_connection.cursor()
     try:
@@ -641,7 +641,7 @@ def rows_in(conn: Connection, table: str, columns: Sequence[str], key: str, valu
     mark = _mark(conn)
     options = {"prepare": False} if not prepare and conn.dialect.driver == "psycopg" else {}
     out: list[tuple] = []
-    with _driver_cursor(conn) as cursor:
+    with driver_cursor(conn) as cursor:
         for start in range(0, len(unique), 900):
             chunk = unique[start:start + 900]
             sql = (f"SELECT {', '.join(columns)} FROM {table} WHERE {key} IN ({', '.join([mark] * len(chunk))})"
@@ -1077,7 +1077,7 @@ class Store:
         if self._file is None or not self.is_empty(conn):
             return
         self.engine.pool.dispose()  # this process's idle connections would keep the file open
-        with _driver_cursor(conn) as cursor:  # the driver's: SQLAlchemy would begin a transaction
+        with driver_cursor(conn) as cursor:  # the driver's: SQLAlchemy would begin a transaction
             cursor.execute("PRAGMA busy_timeout = 0")  # another connection: give up at once, not wait
             try:
                 switched = cursor.execute("PRAGMA journal_mode = DELETE").fetchall() == [("delete",)]
@@ -1198,7 +1198,7 @@ class Store:
         prefetched = conn.info.pop(_PREFETCHED_TAIL, None)
         if prefetched is not None:
             return tuple(prefetched)  # type: ignore[return-value]
-        with _driver_cursor(conn) as cursor:
+        with driver_cursor(conn) as cursor:
             cursor.execute(AUDIT_TAIL)
             return tuple(cursor.fetchone())  # type: ignore[return-value]
 
@@ -1397,7 +1397,7 @@ class Store:
         mark = _mark(conn)
         texts: dict[str, str] = {}
         entries: list[tuple] = []
-        with _driver_cursor(conn) as cursor:
+        with driver_cursor(conn) as cursor:
             for start in range(0, len(unique), 450):
                 chunk = unique[start:start + 450]
                 marks = ", ".join([mark] * len(chunk))
@@ -1460,7 +1460,7 @@ class Store:
         for start in range(0, len(ids), 900):
             chunk = list(ids[start:start + 900])
             marks = ", ".join("?" if self.is_sqlite else "%s" for _ in chunk)
-            with _driver_cursor(conn) as cursor:
+            with driver_cursor(conn) as cursor:
                 cursor.execute(f"{statement} AND id IN ({marks})", chunk)
                 yield [tuple(row) for row in cursor.fetchall()]
 
@@ -1514,7 +1514,7 @@ class Store:
     def is_empty(self, conn: Connection) -> bool:
         """No record in the store, live or archived. Through the driver, so it may also be asked
         before a transaction begins (``_direct_pages``) without SQLAlchemy beginning one."""
-        with _driver_cursor(conn) as cursor:
+        with driver_cursor(conn) as cursor:
             for table in ("records", "archive"):
                 cursor.execute(f"SELECT 1 FROM {table} LIMIT 1")
                 if cursor.fetchall():
@@ -1679,7 +1679,7 @@ class Store:
         again at each run (its estimate for "after N" makes a generic plan look dear), which on
         every check would cost more than the extra round trip does after a change."""
         mark = _mark(conn)
-        with _driver_cursor(conn) as cursor:
+        with driver_cursor(conn) as cursor:
             cursor.execute("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1")  # faster than max(seq)
             newest = cursor.fetchone()
             if newest is None or newest[0] <= seq:
@@ -1696,7 +1696,7 @@ class Store:
         """(action, how many entries, the newest one's seq) of the audit entries after ``seq``,
         through the driver (see ``metrics.ActionCounts``)."""
         mark = _mark(conn)
-        with _driver_cursor(conn) as cursor:
+        with driver_cursor(conn) as cursor:
             if seq <= 0:
                 # The first count reads the action index alone (an index-only scan on PostgreSQL,
                 # a covering one on SQLite): asked for each group's newest seq, both read every
