@@ -80,6 +80,7 @@ COMMANDS: dict[str, str] = {
     "operators": "console.commands.operators",
     "check": "console.commands.check",  # policy files, SPEC 11
     "audit": "console.commands.audit",  # audit checkpoints and verification, SPEC 6
+    "consolidate": "console.commands.consolidate",  # Membrane's consolidators, SPEC 12
 }
 
 
