@@ -20,7 +20,7 @@ import numpy as np
 from sqlalchemy import select as sql_select
 
 from membrane_engine import Membrane, MemoryRecord, RetrieveRequest, RetrieveResponse
-from membrane_engine.audit.trail import logs_of
+from membrane_engine.storage.audit_log import logs_of
 from membrane_engine.storage.columns import TYPE_CODES, Snapshot
 from membrane_engine.retrieval.layered import MAX_LIMIT, validate_request
 from membrane_engine.rules.salience import salience_at, salience_of, take

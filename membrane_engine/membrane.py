@@ -16,7 +16,7 @@ from typing import Any
 
 from membrane_engine.accounts.operators import Operators
 from membrane_engine.audit import reads as audit_reads
-from membrane_engine.audit import row_seal, trail
+from membrane_engine.audit import row_seal
 from membrane_engine.audit.verify import Problem
 from membrane_engine.context import EngineContext
 from membrane_engine.consolidation import service as consolidation
@@ -40,6 +40,7 @@ from membrane_engine.rules.ranking import Embedder, default_embedder
 from membrane_engine.storage.vectors import VectorIndex
 from membrane_engine.rules.selector import DEFAULT_THRESHOLD
 from membrane_engine.rules.trust import TrustContext, Verdict
+from membrane_engine.storage import audit_log
 from membrane_engine.storage.columns import TYPE_NAMES, ColumnCache
 from membrane_engine.storage.store import DEFAULT_DB_PATH, Store, default_url
 from membrane_engine.transfer import export, intake
@@ -104,7 +105,7 @@ class Membrane:
         use_default = url is None
         store = Store(url or default_url(), create_directory=use_default)
         try:
-            created = store.create(upgrade_audit=trail.upgrade, open_audit=row_seal.on_open)
+            created = store.create(upgrade_audit=audit_log.upgrade, open_audit=row_seal.on_open)
         except BaseException:
             store.dispose()  # do not leave a pool of connections behind a refused open
             raise

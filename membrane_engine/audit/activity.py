@@ -20,15 +20,10 @@ import threading
 import weakref
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import Integer, cast, func, select
-
-from membrane_engine.audit.trail import is_retract
 from membrane_engine.context import EngineContext
-from membrane_engine.model.records import AuditAction
-from membrane_engine.storage import snapshot_file
-from membrane_engine.storage.store import Store, audit_entries
+from membrane_engine.storage import audit_log, snapshot_file
+from membrane_engine.storage.store import Store
 
 HOUR = 3600
 KIND = "audit activity v2"  # v2: retracts counted apart from deletes
@@ -65,7 +60,7 @@ class AuditActivity:
             if header.get("store_id") != store_id:
                 raise snapshot_file.SnapshotRejected("of another store")
             seq = int(header["seq"])
-            stored = conn.execute(select(audit_entries.c.hash).where(audit_entries.c.seq == seq)).scalar()
+            stored = audit_log.hash_at(conn, seq)
             if stored is None or stored != header.get("seq_hash"):
                 raise snapshot_file.SnapshotRejected(f"the log's entry {seq} is not the one it was counted up to")
             hours = {(int(h), str(a)): int(n) for h, a, n in header["hours"]}
@@ -81,7 +76,7 @@ class AuditActivity:
     def _write_file(self) -> None:
         with self._store.read() as conn:
             store_id, key = self._store.snapshot_identity(conn)
-            seq_hash = conn.execute(select(audit_entries.c.hash).where(audit_entries.c.seq == self._seq)).scalar()
+            seq_hash = audit_log.hash_at(conn, self._seq)
         path = self._path(store_id)
         if path is None or not key or seq_hash is None:
             return
@@ -95,12 +90,10 @@ class AuditActivity:
 
     def _after(self, conn, seq: int) -> tuple[dict[tuple[int, str], int], int]:
         """The counts of the entries after ``seq``, and the newest entry they include."""
-        newest = conn.execute(select(func.max(audit_entries.c.seq))).scalar() or 0
+        newest = audit_log.newest_seq(conn)
         if newest <= seq:
             return {}, seq
-        scaled = audit_entries.c.ts / HOUR
-        hour = cast(scaled, Integer) if self._store.is_sqlite else func.floor(scaled)
-        return action_counts(conn, hour, [audit_entries.c.seq > seq, audit_entries.c.seq <= newest]), newest
+        return audit_log.hour_counts(conn, seq, newest, HOUR), newest
 
     def hours(self) -> dict[tuple[int, str], int]:
         """(hour since the epoch, action) -> entries, as of now."""
@@ -128,29 +121,6 @@ class AuditActivity:
         for (hour, action), count in self.hours().items():
             out[(hour // per, action)] += count
         return [(float(b * per * HOUR), action, n) for (b, action), n in sorted(out.items())]
-
-
-def action_counts(conn, bucket: Any, conditions: list[Any]) -> dict[tuple[int, str], int]:
-    """(bucket, action in words) -> entries matching ``conditions``, a retract as "retract".
-
-    Two GROUP BYs: every entry by its stored action (from the ``(ts, action)`` index alone), then
-    the retracts among the deletes (few; found through the action index) moved to their own
-    name. ``conditions`` must bound the entries by sequence number when other writers may
-    append between the two statements (PostgreSQL reads each statement afresh)."""
-    q = (select(bucket, audit_entries.c.action, func.count()).where(*conditions)
-         .group_by(bucket, audit_entries.c.action))
-    counts = {(int(b), str(a)): int(n) for b, a, n in conn.execute(q)}
-    retracts = select(bucket, func.count()).where(*conditions, is_retract()).group_by(bucket)
-    delete = AuditAction.DELETE.value
-    for b, n in conn.execute(retracts):
-        b, n = int(b), int(n)
-        left = counts.get((b, delete), 0) - n
-        if left > 0:
-            counts[(b, delete)] = left
-        else:
-            counts.pop((b, delete), None)
-        counts[(b, "retract")] = n
-    return counts
 
 
 _OF: "weakref.WeakKeyDictionary[EngineContext, AuditActivity]" = weakref.WeakKeyDictionary()

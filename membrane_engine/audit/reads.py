@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from membrane_engine.audit import trail as audit
+from membrane_engine.storage import audit_log as audit
 from membrane_engine.audit import verify as audit_verify
 from membrane_engine.context import EngineContext
 from membrane_engine.errors import NotFoundError, ValidationError

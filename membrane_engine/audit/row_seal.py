@@ -13,7 +13,7 @@ operator, mint a session or erase an access unnoticed. So, as audit entries are:
 
 A row whose MAC does not verify is not honoured: no sign-in, no session. In a keyed store a
 row with a plain sha256 MAC (which anyone can compute) is not honoured either. The store is
-keyed once ``meta`` holds ``audit_key`` (audit.py), or once the operator tables were sealed:
+keyed once ``meta`` holds ``audit_key`` (``storage.audit_log``), or once the operator tables were sealed:
 the entry of the store's own audit log by ``SEAL_ACTOR``, which also says from which event and
 access entry on the chains are keyed (the entries before are checked by their own scheme).
 Writes take the key through ``audit_log.sequence_tail``: a process without the key (or with another one)
@@ -38,11 +38,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from membrane_engine.audit import trail as audit
 from membrane_engine.rules.chain import GENESIS, STORE_SUBJECT, KeyState, canonical, digest, signing_key
 from membrane_engine.model.records import AuditAction
 from membrane_engine.rules import sessions
-from membrane_engine.storage.audit_log import sequence_tail
+from membrane_engine.storage.audit_log import append_subject, sequence_tail
 from membrane_engine.storage.store import (
     access_log,
     audit_entries,
@@ -302,9 +301,9 @@ def _seal(conn: Connection, key: bytes) -> dict[str, int]:
     events_from = event_tail(conn)[0]
     seq, _, largest = _next_seq(conn, access_log, ACCESS_HEAD)
     sealed = {"events_from": events_from, "access_from": max(seq, largest) + 1}
-    audit.append_subject(conn, STORE_SUBJECT, AuditAction.REVISE, SEAL_ACTOR,
-                         "operator tables and access log sealed under the audit key: operators, sessions and who "
-                         "looked now carry keyed MACs", datetime.now(timezone.utc), {"operator_seal": sealed})
+    append_subject(conn, STORE_SUBJECT, AuditAction.REVISE, SEAL_ACTOR,
+                   "operator tables and access log sealed under the audit key: operators, sessions and who looked "
+                   "now carry keyed MACs", datetime.now(timezone.utc), {"operator_seal": sealed})
     return sealed
 
 

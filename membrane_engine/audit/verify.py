@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.engine import Connection
-
+from membrane_engine.audit import row_seal
 from membrane_engine.rules.chain import (
     GENESIS,
     STORE_SUBJECT,
@@ -29,11 +27,11 @@ from membrane_engine.rules.chain import (
     scheme,
     signing_key,
 )
-from membrane_engine.storage.audit_log import CONTENT_COLUMNS, live_digest
+from membrane_engine.storage import audit_log as log
+from membrane_engine.storage.audit_log import legacy_digest, live_digest
+from membrane_engine.storage.store import StoreConnection
 from membrane_engine.errors import AuditKeyError, ValidationError
 from membrane_engine.model.records import AuditEntry, format_time, parse_time, to_epoch
-from membrane_engine.storage.store import archive, audit_entries, audit_subjects, meta
-from membrane_engine.storage.store import stream_rows as stream
 
 _ENTRY_FIELDS = frozenset(AuditEntry.model_fields)
 CHECKPOINT_KIND = "membrane-audit-checkpoint"
@@ -88,36 +86,6 @@ class Problem:
         return KINDS.get(self.kind, "")
 
 
-def _consistent_snapshot(conn: Connection) -> None:
-    """On PostgreSQL, make this read transaction REPEATABLE READ when nothing has run in it yet:
-    under READ COMMITTED each statement sees its own snapshot, and a chain head read before a
-    concurrent append would not match the entries read after it. (SQLite read transactions
-    already see one snapshot.)"""
-    if conn.dialect.name != "postgresql":
-        return
-    try:
-        from psycopg.pq import TransactionStatus
-
-        idle = conn.connection.driver_connection.info.transaction_status == TransactionStatus.IDLE
-    except (ImportError, AttributeError):
-        return
-    if idle:
-        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-
-
-
-
-def _meta(conn: Connection, key: str) -> str | None:
-    return conn.execute(select(meta.c.value).where(meta.c.key == key)).scalar()
-
-
-def _tail(conn: Connection) -> tuple[int, str]:
-    row = conn.execute(select(audit_entries.c.store_position, audit_entries.c.store_hash)
-                       .where(audit_entries.c.store_position.is_not(None))
-                       .order_by(audit_entries.c.store_position.desc()).limit(1)).first()
-    return (-1, GENESIS) if row is None else (int(row[0]), row[1])
-
-
 # ----------------------------------------------------------------------------- checkpoints
 
 
@@ -125,17 +93,17 @@ def _signed_fields(cp: dict[str, Any]) -> bytes:
     return canonical([CHECKPOINT_KIND, cp["store_id"], cp["position"], cp["head"], cp["taken_at"], cp["keyed"]])
 
 
-def checkpoint(conn: Connection, now: datetime) -> dict[str, Any]:
+def checkpoint(conn: StoreConnection, now: datetime) -> dict[str, Any]:
     """The store-wide sequence as it is now: its newest position and chain value, the store's id
     and the time, HMAC-signed under MEMBRANE_AUDIT_KEY when set (AuditKeyError when that key is
     not the store's). JSON-serialisable; the operator keeps it away from the database."""
     key = signing_key()
-    keyed = KeyState.parse(_meta(conn, "audit_key"))
+    keyed = KeyState.parse(log.meta_value(conn, "audit_key"))
     if key and keyed is not None and not keyed.fits(key):
         raise AuditKeyError("MEMBRANE_AUDIT_KEY is not the key this store's audit log is written with; "
                             "a checkpoint signed with it would not verify")
-    position, head = _tail(conn)
-    cp: dict[str, Any] = {"kind": CHECKPOINT_KIND, "version": 1, "store_id": _meta(conn, "store_id"),
+    position, head = log.store_chain_end(conn)
+    cp: dict[str, Any] = {"kind": CHECKPOINT_KIND, "version": 1, "store_id": log.meta_value(conn, "store_id"),
                           "position": position, "entries": position + 1, "head": head,
                           "taken_at": format_time(now), "keyed": keyed is not None}
     if key:
@@ -246,23 +214,22 @@ class _Hashes:
         return None if stored[7:] == hashlib.sha256(content).hexdigest() and stored.startswith("sha256:") else "edited"
 
 
-def _content_of(conn: Connection) -> tuple[dict[str, tuple[str, str | None, str | None]], dict[str, str], list[Problem]]:
+def _content_of(conn: StoreConnection) -> tuple[dict[str, tuple[str, str | None, str | None]], dict[str, str], list[Problem]]:
     """{id: (where: live | archived | subject, chain head, content digest)}, the archived
     records' JSON text, and problems of records both live and archived. Streams the rows."""
     heads: dict[str, tuple[str, str | None, str | None]] = {}
     problems: list[Problem] = []
-    columns = ", ".join(("id", "audit_head", *CONTENT_COLUMNS))
-    for chunk in stream(conn, f"SELECT {columns} FROM records"):
+    for chunk in log.record_contents(conn):
         for row in chunk:
             heads[row[0]] = ("live", row[1], live_digest(row[2:]))
     archived_docs: dict[str, str] = {}
-    for rid, head, doc in conn.execute(select(archive.c.id, archive.c.audit_head, archive.c.doc)):
+    for rid, head, doc in log.archived_contents(conn):
         if rid in heads:
             problems.append(Problem(rid, None, "is both in the live store and in the archive: copied outside the "
                                                "engine", "moved"))
         heads[rid] = ("archived", head, archived_digest(rid, doc))
         archived_docs[rid] = doc
-    for subject, head in conn.execute(select(audit_subjects.c.subject, audit_subjects.c.audit_head)):
+    for subject, head in log.subject_heads(conn):
         heads.setdefault(subject, ("subject", head, None))
     return heads, archived_docs, problems
 
@@ -306,13 +273,9 @@ class _Entry:
     store_position: int | None
 
 
-_ENTRY_SELECT = ("SELECT seq, record_id, position, action, actor, timestamp, ts, rationale, details, extra, prev_hash, "
-                 "hash, digest, store_position FROM audit_entries ORDER BY record_id, position")
-
-
-def _entries(conn: Connection) -> Iterator[_Entry]:
-    """Every audit entry, by record and position, streamed."""
-    for chunk in stream(conn, _ENTRY_SELECT):
+def _entries(conn: StoreConnection) -> Iterator[_Entry]:
+    """Every audit entry, by record and position (``audit_log.ENTRY_READ``), streamed."""
+    for chunk in log.entries_in_chain_order(conn):
         for row in chunk:
             yield _Entry(*row)
 
@@ -336,15 +299,15 @@ def _archives(action: str, details: str | None) -> bool:
         return False
 
 
-def verify(conn: Connection, cp: dict[str, Any] | None = None) -> list[Problem]:
+def verify(conn: StoreConnection, cp: dict[str, Any] | None = None) -> list[Problem]:
     """Walk every chain and the store-wide sequence; check each record's stored content against
     its last entry; compare with checkpoint ``cp`` (as ``parse_checkpoint`` returns it). Problems
     come sorted: the store's first, then by record id and position. Reads one consistent
-    snapshot (``_consistent_snapshot``), so writers committing meanwhile cause no false reports."""
-    _consistent_snapshot(conn)
+    snapshot (``audit_log.one_snapshot``), so writers committing meanwhile cause no false reports."""
+    log.one_snapshot(conn)
     key = signing_key()
-    keyed = KeyState.parse(_meta(conn, "audit_key"))
-    store_id = _meta(conn, "store_id")
+    keyed = KeyState.parse(log.meta_value(conn, "audit_key"))
+    store_id = log.meta_value(conn, "store_id")
     hashes = _Hashes(keyed, key)
     problems: list[Problem] = []
     if keyed is not None and key is None:
@@ -502,27 +465,24 @@ def verify(conn: Connection, cp: dict[str, Any] | None = None) -> list[Problem]:
     return problems
 
 
-def _row_problems(conn: Connection) -> list[Problem]:
+def _row_problems(conn: StoreConnection) -> list[Problem]:
     """The operator tables and the access log (row_seal.py), each problem naming the table and
     the row."""
-    from membrane_engine.audit.row_seal import problems
-
     return [Problem(None, None, f"{table} {where}: {text}", "access" if table == "access_log" else "operators")
-            for table, where, text in problems(conn)]
+            for table, where, text in row_seal.problems(conn)]
 
 
 def _said(record_id: str) -> str:
     return "the store's own log" if record_id == STORE_SUBJECT else f"record {record_id}"
 
 
-def _walk_store_chain(conn: Connection, hashes: _Hashes, problems: list[Problem], wanted: int | None
+def _walk_store_chain(conn: StoreConnection, hashes: _Hashes, problems: list[Problem], wanted: int | None
                       ) -> tuple[int, str | None]:
     """Walk the store-wide sequence in order; report holes and broken links. Returns the newest
     position (-1: none) and the chain value at position ``wanted`` (None: not there)."""
     expected, prev, seen = 0, GENESIS, None
     forged = False
-    for chunk in stream(conn, "SELECT store_position, record_id, position, hash, store_hash FROM audit_entries "
-                              "WHERE store_position IS NOT NULL ORDER BY store_position", 10000):
+    for chunk in log.store_sequence(conn):
         for sp, rid, position, hash_, store_hash in chunk:
             if sp != expected:
                 span = "this place is" if sp == expected + 1 else f"places {expected}..{sp - 1} are"
@@ -546,7 +506,7 @@ def _walk_store_chain(conn: Connection, hashes: _Hashes, problems: list[Problem]
     return expected - 1, seen
 
 
-def _legacy_problems(conn: Connection, count: int, recorded: dict[str, Any] | None) -> list[Problem]:
+def _legacy_problems(conn: StoreConnection, count: int, recorded: dict[str, Any] | None) -> list[Problem]:
     """Entries written before schema 2 (no store-wide position) must be exactly those the
     upgrade entry (the store's own log, entry 0) bound by count and digest."""
     if not count and recorded is None:
@@ -560,15 +520,3 @@ def _legacy_problems(conn: Connection, count: int, recorded: dict[str, Any] | No
                                     f"({recorded.get('entries')} then, {total} now): history from before the upgrade "
                                     "was edited, erased or added to", "erased")]
     return []
-
-
-def legacy_digest(conn: Connection) -> tuple[str, int]:
-    """sha256 over the hashes of the entries written before schema 2, in the order they were
-    stored, and how many there are (what the upgrade entry records)."""
-    h = hashlib.sha256()
-    total = 0
-    for chunk in stream(conn, "SELECT hash FROM audit_entries WHERE store_position IS NULL ORDER BY seq", 10000):
-        for (hash_,) in chunk:
-            h.update(hash_.encode() + b"\n")
-        total += len(chunk)
-    return h.hexdigest(), total

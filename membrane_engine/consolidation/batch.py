@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import orjson
 
-from membrane_engine.audit import trail as audit_trail
 from membrane_engine.consolidation.entity_links import EntityIndex, Linked
 from membrane_engine.consolidation.report import REINFORCED, Item, Link
 from membrane_engine.context import EngineContext
@@ -37,7 +36,7 @@ from membrane_engine.rules.chain import chain
 from membrane_engine.rules.salience import salience_of, salience_rows
 from membrane_engine.rules.trust import TrustContext, verdicts
 from membrane_engine.storage import consolidation_reads as reads
-from membrane_engine.storage.audit_log import live_digest, row_digest
+from membrane_engine.storage.audit_log import live_digest, place, row_digest
 from membrane_engine.storage.columns import TYPE_CODES, Snapshot
 from membrane_engine.storage.store import StoreConnection, record_row, record_values
 from membrane_engine.transfer.imports import vector_rows
@@ -333,7 +332,7 @@ def write(ctx: EngineContext, conn: StoreConnection, batch: Batch) -> None:
         entries += [{"record_id": rid, "action": action, "actor": p.actor, "timestamp": now, "rationale": rationale,
                      "details": details} for action, rationale, details in own]
     rows, heads = chain(entries, ends, digests)
-    audit_trail.place(conn, rows)
+    place(conn, rows)
     for start in range(0, len(rows), _AUDIT_CHUNK):
         store.write_updates(conn, rows[start:start + _AUDIT_CHUNK], [])
     if inserts:

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from membrane_engine.audit import trail as audit
+from membrane_engine.storage import audit_log as audit
 from membrane_engine.context import EngineContext
 from membrane_engine.rules import chain as audit_chain
 from membrane_engine.storage.audit_log import row_digest

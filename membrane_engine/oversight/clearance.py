@@ -27,7 +27,7 @@ from sqlalchemy import func, select
 
 from membrane_engine.audit import row_seal
 from membrane_engine.audit import reads as audit_reads
-from membrane_engine.audit.trail import filter_conditions, row_to_audit
+from membrane_engine.storage.audit_log import filter_conditions, row_to_audit
 from membrane_engine.rules.chain import MAX_QUERY_LIMIT, AuditRow
 from membrane_engine.context import EngineContext
 from membrane_engine.errors import NotFoundError, ValidationError

@@ -16,8 +16,8 @@ from datetime import datetime
 import numpy as np
 from sqlalchemy import Integer, cast, func, select
 
-from membrane_engine.audit.activity import action_counts, activity_of
-from membrane_engine.audit.trail import filter_conditions
+from membrane_engine.audit.activity import activity_of
+from membrane_engine.storage.audit_log import action_counts, filter_conditions
 from membrane_engine.context import EngineContext
 from membrane_engine.storage.columns import TYPE_CODES
 from membrane_engine.errors import ValidationError

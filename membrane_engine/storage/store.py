@@ -3,12 +3,12 @@
 Layout:
 - ``records``: one row per live record, the full Membrane JSON in ``doc`` (without its audit
   log) plus scalar columns for everything queries filter and sort on.
-- ``audit_entries``: append-only, hash-chained per record (see audit.py). Nothing in the code
+- ``audit_entries``: append-only, hash-chained per record (see audit_log.py). Nothing in the code
   updates or deletes a row of it.
 - ``archive``: records taken out by prune or delete, with their full JSON; restore puts them back.
 - ``changes``: one row per write to a record, so other processes' column caches can catch up.
 - ``meta``: the schema version, the store's id and, once a keyed process wrote, its audit key
-  check (audit.py).
+  check (audit_log.py).
 - ``audit_subjects``: chain heads of audit subjects that are not records (the store itself).
 
 SQLite runs in WAL mode and takes its write lock when a write transaction begins
@@ -88,7 +88,7 @@ StoreConnection = Connection
 # The key that signs this store's persisted column snapshots (storage/snapshot_file.py): kept
 # in the store, so whoever can write a snapshot file but cannot read the store cannot forge one.
 SNAPSHOT_KEY = "column_snapshot_key"
-SCHEMA_VERSION = 2  # 2: the store-wide audit chain and content digests (audit.upgrade)
+SCHEMA_VERSION = 2  # 2: the store-wide audit chain and content digests (audit_log.upgrade)
 DEFAULT_DB_PATH = Path(os.environ.get("MEMBRANE_HOME", Path.home() / ".membrane")) / "membrane.db"
 
 metadata = MetaData()
@@ -156,10 +156,10 @@ audit_entries = Table(
     Column("extra", Text, nullable=True),  # an imported entry's unknown extra JSON fields (SPEC 1)
     Column("prev_hash", String(128), nullable=False),
     Column("hash", String(128), nullable=False),
-    # The record's stored content after the change (audit.live_digest / archived_digest), on the
+    # The record's stored content after the change (audit_log.live_digest / chain.archived_digest), on the
     # entry that made it; NULL on entries of a history brought by an import and before schema 2.
     Column("digest", String(64), nullable=True),
-    # The store-wide sequence (audit.py): every entry's place in commit order and the chain
+    # The store-wide sequence (audit_log.py): every entry's place in commit order and the chain
     # value through it. NULL only on entries written before schema 2.
     Column("store_position", Integer, nullable=True),
     Column("store_hash", String(128), nullable=True),
@@ -459,7 +459,7 @@ _PING_ON_CHECKOUT: ContextVar[bool] = ContextVar("membrane_ping_on_checkout", de
 # Connection.info key of the rows a write transaction read with its first round trip.
 _PREFETCHED = "membrane_prefetched_rows"
 # Connection.info keys of the store-wide audit chain's tail: as read with a write transaction's
-# first round trip, and as the transaction's own appends leave it (audit.py). Both end with it.
+# first round trip, and as the transaction's own appends leave it (audit_log.py). Both end with it.
 _PREFETCHED_TAIL = "membrane_prefetched_audit_tail"
 AUDIT_TAIL_STATE = "membrane_audit_tail"
 # Connection.info key set while a SQLite write runs with a rollback journal (Store._direct_pages).
@@ -882,7 +882,7 @@ class Store:
         transaction. Returns True when the store was new. The audit log's part of opening an
         existing store belongs to the audit package, which sits above storage, so the caller
         hands it in: ``upgrade_audit(conn, from_version)`` brings an older schema's audit log up
-        to this one (``audit.trail.upgrade``); ``open_audit(conn, migrated)`` runs at every open,
+        to this one (``storage.audit_log.upgrade``); ``open_audit(conn, migrated)`` runs at every open,
         after the migrations (``audit.row_seal.on_open``)."""
         with self.write() as conn:
             existed = self.engine.dialect.has_table(conn, "meta")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from curation_helpers import DAY, dump, episodic, lifecycle, semantic, working
 
-from membrane_engine.audit import trail as audit
+from membrane_engine.storage import audit_log as audit
 from membrane_engine.curation.operations import CurationPlan
 from membrane_engine.errors import NotFoundError, ValidationError
 from membrane_engine.storage.store import Store

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from curation_helpers import DAY, semantic
 
-from membrane_engine.audit import trail as audit
+from membrane_engine.storage import audit_log as audit
 from membrane_engine.rules.chain import GENESIS
 from membrane_engine.curation import operations as curation
 from membrane_engine.storage.store import Store

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from engine_kit import T0, rec as make_record
 
-from membrane_engine.audit import trail as audit_module
+from membrane_engine.storage import audit_log as audit_module
 from membrane_engine.oversight.record_query import Filters, search, tag_counts
 from membrane_engine.oversight.finders import audit_activity, audit_newest, audit_span, search_records
 

@@ -280,7 +280,7 @@ def test_records_with_logs_is_the_transactional_read_in_one_statement(mem):
     """A page of records and their audit logs, read outside a transaction in one statement (per
     450 ids on SQLite), equals reading them in a read transaction (records and logs_of); ids of missing and
     archived records get nothing, not even the archived one's kept entries."""
-    from membrane_engine.audit import trail as audit
+    from membrane_engine.storage import audit_log as audit
     from membrane_engine.rules.chain import entries_by_record
 
     mem.import_records([rec(f"r{i:04d}", salience=0.5, audit_log=[
