@@ -35,21 +35,13 @@ from datetime import datetime, timezone
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.engine import Connection
-
 from membrane_engine.rules.chain import GENESIS, STORE_SUBJECT, KeyState, canonical, digest, signing_key
 from membrane_engine.model.records import AuditAction
 from membrane_engine.rules import sessions
-from membrane_engine.storage.audit_log import append_subject, sequence_tail
-from membrane_engine.storage.store import (
-    access_log,
-    audit_entries,
-    meta,
-    operator_events,
-    operator_tokens,
-    operators,
-)
+from membrane_engine.storage.audit_log import append_subject, first_details, meta_value, put_meta, sequence_tail
+from membrane_engine.storage import accounts as account_rows
+from membrane_engine.storage import sealed_rows
+from membrane_engine.storage.store import StoreConnection
 
 SEAL_ACTOR = "membrane-engine:operator-seal"
 ROW_WRITING = ("add", "set", "passwd")  # the operator events that write an operator's row
@@ -126,20 +118,9 @@ def head_fields(name: str, seq: int, hash_: str) -> list[Any]:
 # ----------------------------------------------------------------------------- the seal state
 
 
-def _meta(conn: Connection, key: str) -> str | None:
-    return conn.execute(select(meta.c.value).where(meta.c.key == key)).scalar()
-
-
-def _put_meta(conn: Connection, key: str, value: str) -> None:
-    if conn.execute(meta.update().where(meta.c.key == key).values(value=value)).rowcount == 0:
-        conn.execute(meta.insert().values(key=key, value=value))
-
-
-def seal_entry(conn: Connection) -> dict[str, Any] | None:
+def seal_entry(conn: StoreConnection) -> dict[str, Any] | None:
     """The details of the store's own audit entry that sealed the operator tables, or None."""
-    details = conn.execute(select(audit_entries.c.details).where(
-        (audit_entries.c.record_id == STORE_SUBJECT) & (audit_entries.c.actor == SEAL_ACTOR))
-        .order_by(audit_entries.c.position).limit(1)).scalar()
+    details = first_details(conn, STORE_SUBJECT, SEAL_ACTOR)
     if details is None:
         return None
     try:
@@ -149,9 +130,9 @@ def seal_entry(conn: Connection) -> dict[str, Any] | None:
         return {"events_from": 1, "access_from": 1}  # unreadable: everything must be keyed
 
 
-def reading(conn: Connection) -> Seal:
+def reading(conn: StoreConnection) -> Seal:
     """The seal state for checking rows (sign-in, sessions, verify): never writes."""
-    keyed = KeyState.parse(_meta(conn, "audit_key"))
+    keyed = KeyState.parse(meta_value(conn, "audit_key"))
     key = signing_key()
     if key and keyed is not None and not keyed.fits(key):
         key = None  # another key: keyed MACs cannot be checked, so none holds
@@ -161,7 +142,7 @@ def reading(conn: Connection) -> Seal:
     return Seal(key, True, entry["events_from"], entry["access_from"], sealed=True)
 
 
-def writing(conn: Connection) -> Seal:
+def writing(conn: StoreConnection) -> Seal:
     """The seal state of a write transaction to the operator tables or the access log. Refuses
     (``AuditKeyError``, naming MEMBRANE_AUDIT_KEY) a process whose key does not fit the store's,
     as any audit write does; the first keyed writer seals the rows written before it."""
@@ -174,15 +155,15 @@ def writing(conn: Connection) -> Seal:
     return Seal(key, True, entry["events_from"], entry["access_from"], sealed=True)
 
 
-def _next_seq(conn: Connection, table: Any, head_key: str) -> tuple[int, str, int]:
+def _next_seq(conn: StoreConnection, chain: str, head_key: str) -> tuple[int, str, int]:
     """(the last seq the head names, its hash, the largest seq stored) of a chain: the head in
     ``meta`` when there is one (so an entry deleted at the end shows as a gap, not as a new
     end), else the last stored entry."""
-    largest = conn.execute(select(func.max(table.c.seq))).scalar() or 0
-    head = _parse_head(_meta(conn, head_key))
+    largest = sealed_rows.largest_seq(conn, chain)
+    head = _parse_head(meta_value(conn, head_key))
     if head is not None:
         return head[0], head[1], largest
-    last = conn.execute(select(table.c.seq, table.c.hash).order_by(table.c.seq.desc()).limit(1)).first()
+    last = sealed_rows.last_link(conn, chain)
     return (0, GENESIS, largest) if last is None or last.hash is None else (int(last.seq), last.hash, largest)
 
 
@@ -196,33 +177,30 @@ def _parse_head(text: str | None) -> tuple[int, str, str] | None:
         return 0, "", ""
 
 
-def put_head(conn: Connection, seal: Seal, head_key: str, seq: int, hash_: str) -> None:
-    _put_meta(conn, head_key, json.dumps({"seq": seq, "hash": hash_,
+def put_head(conn: StoreConnection, seal: Seal, head_key: str, seq: int, hash_: str) -> None:
+    put_meta(conn, head_key, json.dumps({"seq": seq, "hash": hash_,
                                           "check": seal.make(head_fields(head_key, seq, hash_))}))
 
 
-def event_tail(conn: Connection) -> tuple[int, str]:
+def event_tail(conn: StoreConnection) -> tuple[int, str]:
     """(seq, prev_hash) for the next operator event, inside a write transaction."""
-    seq, prev, largest = _next_seq(conn, operator_events, EVENTS_HEAD)
+    seq, prev, largest = _next_seq(conn, "operator_events", EVENTS_HEAD)
     return max(seq, largest) + 1, prev
 
 
-def latest_row_event(conn: Connection, name: str) -> str:
+def latest_row_event(conn: StoreConnection, name: str) -> str:
     """The hash of the newest event that wrote operator ``name``'s row (GENESIS: none)."""
-    return conn.execute(select(operator_events.c.hash).where(
-        (operator_events.c.operator == name) & operator_events.c.action.in_(ROW_WRITING))
-        .order_by(operator_events.c.seq.desc()).limit(1)).scalar() or GENESIS
+    return sealed_rows.latest_event_hash(conn, name, ROW_WRITING) or GENESIS
 
 
-def seal_operator(conn: Connection, seal: Seal, name: str) -> None:
+def seal_operator(conn: StoreConnection, seal: Seal, name: str) -> None:
     """(Re)write operator ``name``'s MAC, after the event that wrote the row was appended."""
-    row = conn.execute(select(operators).where(operators.c.name == name)).first()
+    row = account_rows.operator_row(conn, name)
     if row is not None:
-        conn.execute(operators.update().where(operators.c.name == name)
-                     .values(mac=seal.make(operator_fields(row, latest_row_event(conn, name)))))
+        account_rows.update_operator(conn, name, {"mac": seal.make(operator_fields(row, latest_row_event(conn, name)))})
 
 
-def operator_holds(conn: Connection, row: Any, seal: Seal | None = None) -> bool:
+def operator_holds(conn: StoreConnection, row: Any, seal: Seal | None = None) -> bool:
     """Is this operator row honoured: its MAC seals its content and the newest event that
     wrote it?"""
     seal = seal or reading(conn)
@@ -233,11 +211,11 @@ def token_holds(row: Any, seal: Seal) -> bool:
     return seal.holds(row.mac, token_fields(row))
 
 
-def append_access(conn: Connection, rows: list[dict[str, Any]]) -> None:
+def append_access(conn: StoreConnection, rows: list[dict[str, Any]]) -> None:
     """Append access entries (record_id, actor, sensitivity, scope, ts, via) to the chain,
     inside the caller's write transaction."""
     seal = writing(conn)
-    seq, prev, largest = _next_seq(conn, access_log, ACCESS_HEAD)
+    seq, prev, largest = _next_seq(conn, "access_log", ACCESS_HEAD)
     seq = max(seq, largest)
     out = []
     for row in rows:
@@ -245,61 +223,56 @@ def append_access(conn: Connection, rows: list[dict[str, Any]]) -> None:
         full = {**row, "seq": seq, "prev_hash": prev}
         full["hash"] = prev = seal.make(access_fields(full["prev_hash"], full))
         out.append(full)
-    conn.execute(access_log.insert(), out)
+    sealed_rows.insert_access(conn, out)
     put_head(conn, seal, ACCESS_HEAD, seq, prev)
 
 
 # ----------------------------------------------------------------------------- sealing
 
 
-def _seal_rows(conn: Connection, seal: Seal, reseal: bool) -> None:
+def _seal_rows(conn: StoreConnection, seal: Seal, reseal: bool) -> None:
     """Give operator and token rows without a MAC (and, with ``reseal``, those whose plain MAC
     holds) one of ``seal``; access entries written before the chain existed join it; plain
     chain heads are sealed again under ``seal``'s key."""
     plain = Seal(None, False)
-    op_rows = select(operators) if reseal else select(operators).where(operators.c.mac.is_(None))
-    for row in conn.execute(op_rows).all():
+    for row in sealed_rows.operator_rows_to_seal(conn, every=reseal):
         event = latest_row_event(conn, row.name)
         if row.mac is None or plain.holds(row.mac, operator_fields(row, event)):
-            conn.execute(operators.update().where(operators.c.name == row.name)
-                         .values(mac=seal.make(operator_fields(row, event))))
-    token_rows = select(operator_tokens) if reseal else select(operator_tokens).where(operator_tokens.c.mac.is_(None))
-    for row in conn.execute(token_rows).all():
+            account_rows.update_operator(conn, row.name, {"mac": seal.make(operator_fields(row, event))})
+    for row in sealed_rows.token_rows_to_seal(conn, every=reseal):
         if row.mac is None or plain.holds(row.mac, token_fields(row)):
-            conn.execute(operator_tokens.update().where(operator_tokens.c.token_hash == row.token_hash)
-                         .values(mac=seal.make(token_fields(row))))
-    if _meta(conn, ACCESS_HEAD) is None:  # once: the entries written before the chain existed
+            sealed_rows.set_token_mac(conn, row.token_hash, seal.make(token_fields(row)))
+    if meta_value(conn, ACCESS_HEAD) is None:  # once: the entries written before the chain existed
         prev, seq = GENESIS, 0
-        for row in conn.execute(select(access_log).order_by(access_log.c.seq)).all():
+        for row in sealed_rows.access_rows(conn):
             seq = int(row.seq)
             if row.hash is None:
                 new = seal.make(access_fields(prev, row))
-                conn.execute(access_log.update().where(access_log.c.seq == seq).values(prev_hash=prev, hash=new))
+                sealed_rows.link_access(conn, seq, prev, new)
                 prev = new
             else:
                 prev = row.hash
         if seq:
             put_head(conn, seal, ACCESS_HEAD, seq, prev)
-    if _meta(conn, EVENTS_HEAD) is None:
-        last = conn.execute(select(operator_events.c.seq, operator_events.c.hash)
-                            .order_by(operator_events.c.seq.desc()).limit(1)).first()
+    if meta_value(conn, EVENTS_HEAD) is None:
+        last = sealed_rows.last_link(conn, "operator_events")
         if last is not None:
             put_head(conn, seal, EVENTS_HEAD, int(last.seq), last.hash)
     if seal.key:
         for head_key in (EVENTS_HEAD, ACCESS_HEAD):
-            head = _parse_head(_meta(conn, head_key))
+            head = _parse_head(meta_value(conn, head_key))
             if head is not None and not head[2].startswith(HMAC):
                 put_head(conn, seal, head_key, head[0], head[1])
 
 
-def _seal(conn: Connection, key: bytes) -> dict[str, int]:
+def _seal(conn: StoreConnection, key: bytes) -> dict[str, int]:
     """The first keyed write to a store's operator tables: rows written before it are sealed
     under the key, and the store's own audit log says so (from which event and access entry on
     the chains are keyed): that entry, not a row anyone could delete, is what keeps the tables
     keyed from then on."""
     _seal_rows(conn, Seal(key, True), reseal=True)
     events_from = event_tail(conn)[0]
-    seq, _, largest = _next_seq(conn, access_log, ACCESS_HEAD)
+    seq, _, largest = _next_seq(conn, "access_log", ACCESS_HEAD)
     sealed = {"events_from": events_from, "access_from": max(seq, largest) + 1}
     append_subject(conn, STORE_SUBJECT, AuditAction.REVISE, SEAL_ACTOR,
                    "operator tables and access log sealed under the audit key: operators, sessions and who looked "
@@ -307,12 +280,12 @@ def _seal(conn: Connection, key: bytes) -> dict[str, int]:
     return sealed
 
 
-def on_open(conn: Connection, migrated: bool = False) -> None:
+def on_open(conn: StoreConnection, migrated: bool = False) -> None:
     """At every open (``Store.create``), after the migrations. ``migrated``: the MAC columns were
     just added, so an unkeyed store's rows written before them get plain MACs now (only then: a
     row added later without one stays without, and signs no one in). A keyed store opened with
     its key, whose operator tables hold rows but were never sealed, is sealed now."""
-    keyed = KeyState.parse(_meta(conn, "audit_key"))
+    keyed = KeyState.parse(meta_value(conn, "audit_key"))
     if keyed is None:
         if migrated:
             _seal_rows(conn, Seal(None, False), reseal=False)
@@ -320,9 +293,7 @@ def on_open(conn: Connection, migrated: bool = False) -> None:
     key = signing_key()
     if not key or not keyed.fits(key) or seal_entry(conn) is not None:
         return
-    if any(conn.execute(select(t.c[c]).limit(1)).first() is not None
-           for t, c in ((operators, "name"), (operator_tokens, "token_hash"), (access_log, "seq"),
-                        (operator_events, "seq"))):
+    if sealed_rows.any_sealed_rows(conn):
         writing(conn)
 
 
@@ -388,25 +359,25 @@ def _chain_problems(rows: Iterable[Any], seal: Seal, head_text: str | None, keye
     return out
 
 
-def event_problems(conn: Connection, seal: Seal | None = None) -> list[tuple[str, str]]:
+def event_problems(conn: StoreConnection, seal: Seal | None = None) -> list[tuple[str, str]]:
     seal = seal or reading(conn)
-    rows = conn.execute(select(operator_events).order_by(operator_events.c.seq)).all()
-    return _chain_problems(rows, seal, _meta(conn, EVENTS_HEAD), seal.events_from,
+    rows = account_rows.event_rows(conn)
+    return _chain_problems(rows, seal, meta_value(conn, EVENTS_HEAD), seal.events_from,
                            lambda prev, r: event_fields(prev, int(r.seq), r.timestamp, r.actor, r.action, r.operator,
                                                         r.details),
                            "operator_events", lambda seq: f"event {seq}")
 
 
-def problems(conn: Connection) -> list[tuple[str, str, str]]:
+def problems(conn: StoreConnection) -> list[tuple[str, str, str]]:
     """Every problem of the operator tables and the access log: (table, row, problem)."""
     seal = reading(conn)
     out: list[tuple[str, str, str]] = []
-    events = conn.execute(select(operator_events).order_by(operator_events.c.seq)).all()
+    events = account_rows.event_rows(conn)
     present: dict[str, bool] = {}
     for e in events:
         if e.action in ("add", "remove"):
             present[e.operator] = e.action == "add"
-    rows = conn.execute(select(operators).order_by(operators.c.name)).all()
+    rows = account_rows.operator_rows(conn)
     for row in rows:
         if not present.get(row.name):
             out.append(("operators", f"row {row.name!r}", "has no 'add' in the operator log: added outside the "
@@ -419,7 +390,7 @@ def problems(conn: Connection) -> list[tuple[str, str, str]]:
         if there and name not in names:
             out.append(("operators", f"row {name!r}", "deleted outside the engine (the operator log has no 'remove' "
                                                       "for it)"))
-    tokens = conn.execute(select(operator_tokens).order_by(operator_tokens.c.token_hash)).all()
+    tokens = account_rows.token_rows(conn)
     forged = set()
     for row in tokens:
         if seal.checkable(row.mac) and not token_holds(row, seal):
@@ -431,9 +402,8 @@ def problems(conn: Connection) -> list[tuple[str, str, str]]:
             for where, text in sessions.problems(events, tokens, time.time(), forged)]
     out += [("operator_events", where, text) for where, text in event_problems(conn, seal)]
     # Streamed: the access log is the one of these tables that grows with use.
-    access = conn.execute(select(access_log).order_by(access_log.c.seq)
-                          .execution_options(stream_results=True, max_row_buffer=5000))
+    access = sealed_rows.access_stream(conn)
     out += [("access_log", where, text) for where, text in _chain_problems(
-        access, seal, _meta(conn, ACCESS_HEAD), seal.access_from, access_fields, "access_log",
+        access, seal, meta_value(conn, ACCESS_HEAD), seal.access_from, access_fields, "access_log",
         lambda seq: f"entry {seq}")]
     return out
