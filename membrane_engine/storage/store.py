@@ -919,6 +919,9 @@ class Store:
                 if conn.execute(select(meta.c.value).where(meta.c.key == SNAPSHOT_KEY)).scalar() is None:
                     conn.execute(meta.insert().values(key=SNAPSHOT_KEY, value=os.urandom(32).hex()))
                 open_audit(conn, sealed_rows_added)
+            from membrane_engine.storage.entity_index import on_open as index_entities  # it imports this module
+
+            index_entities(conn)  # capture's entity terms (SPEC 12); an older store's indexed now
             if conn.dialect.name == "sqlite":
                 for name in _OLD_SQLITE_SCALAR_INDEXES:
                     conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
