@@ -33,7 +33,7 @@ from membrane_engine.model.records import (
     to_epoch,
 )
 from membrane_engine.rules.chain import chain
-from membrane_engine.rules.salience import salience_of, salience_rows
+from membrane_engine.rules.salience import salience_rows
 from membrane_engine.rules.trust import TrustContext, verdicts
 from membrane_engine.storage import consolidation_reads as reads
 from membrane_engine.storage.audit_log import live_digest, place, row_digest
@@ -291,9 +291,16 @@ def write(ctx: EngineContext, conn: StoreConnection, batch: Batch) -> None:
     """Write ``batch`` in the caller's write transaction: the rewritten records read under the
     lock, every audit entry chained after its record's chain end and bound to the record's
     content as written, placed in the store-wide sequence; new records inserted with their
-    ranking vectors."""
+    ranking vectors.
+
+    **(deviation)** Every created record gets its ranking vector now (SPEC 12; Membrane embeds
+    new skills and plans, facts only in a later backfill). An entity given an inverse link gets a
+    ``revise`` entry naming it (every write appends audit, SPEC 6; Membrane's ``AddRelation``
+    writes none). A reinforcement also sets ``last_reinforced_at``, as ``reinforce`` does (SPEC 6;
+    Membrane's ``UpdateSalience`` leaves it)."""
     p, store = batch.p, ctx.store
     now, now_t = p.now, p.now_t
+    stamp = format_time(now)
     entries: list[dict[str, Any]] = []
     digests: dict[str, str | None] = {}
     ends: dict[str, tuple[int, str]] = {}
@@ -305,19 +312,24 @@ def write(ctx: EngineContext, conn: StoreConnection, batch: Batch) -> None:
             raise MembraneError(f"record {rid!r} left the store during consolidation; nothing was written")
         cols, end = found[rid]
         change = batch.changes[rid]
+        # The change is made on the stored document, which is then validated: the record is
+        # one "just built by validation", whose row takes the faster dump (record_row).
         doc = orjson.loads(cols["doc"])
         doc["audit_log"] = []
-        record = MemoryRecord.model_validate(doc)
+        doc["updated_at"] = stamp
         if change.salience is not None:
             anchor = (float(change.salience), now_t)
+            doc["salience"] = anchor[0]
         else:
             anchor = (float(cols["anchor_salience"]), float(cols["anchor_at"]))
-        record.updated_at = now
+            doc["salience"] = float(p.salience(np.array([p.snap.row_of[rid]]), now_t)[0])
         if change.reinforced:
-            record.lifecycle.last_reinforced_at = now
-        record.relations.extend(change.relations)
-        record.salience = salience_of(record, now, anchor)
-        row = record_row(record, *anchor, None)
+            doc["lifecycle"]["last_reinforced_at"] = stamp
+        if change.relations:
+            doc["relations"] = [*(doc.get("relations") or []),
+                                *(r.model_dump(mode="json", exclude_none=True) for r in change.relations)]
+        record = MemoryRecord.model_validate(doc)
+        row = record_row(record, *anchor, None, validated=True)
         digests[rid] = row_digest(row)
         if end is not None:
             ends[rid] = end

@@ -4,8 +4,8 @@ below the floor; audit ``decay`` by the actor, "Episodic compression: record exc
 threshold".
 
 Salience is S(as_of), where Membrane reads its stored (swept) value (SPEC 12). The new value is
-anchored at the write time and never above S(write time): a run ``as_of`` an earlier instant
-never raises a record that has decayed since. Eligibility is one numpy pass over the column
+anchored at the write time and never above S(write time) **(deviation: Membrane has no as_of)**:
+a run ``as_of`` an earlier instant never raises a record that has decayed since. Eligibility is one numpy pass over the column
 cache; only the episodes compressed are read, under the write lock.
 """
 

@@ -6,7 +6,7 @@ creates them (``entity_links``; Membrane has no separate pass for them). Membran
 semantic extractor (``NewServiceWithExtractor``) has no counterpart here: without an LLM client
 Membrane does not run it either.
 
-**Transactions: one per consolidator.** Membrane writes each record's change in a transaction of
+**Transactions: one per consolidator** **(deviation: Membrane writes one per record)**. Membrane writes each record's change in a transaction of
 its own, and ``RunAll`` stops at the first consolidator that fails, keeping what the earlier ones
 wrote (it returns their partial result with the error). One transaction per consolidator keeps
 that: a failure leaves the earlier consolidators' work committed and none of the failing one's
