@@ -38,7 +38,7 @@ from membrane_engine.rules.trust import TrustContext, verdicts
 from membrane_engine.storage import consolidation_reads as reads
 from membrane_engine.storage.audit_log import live_digest, place, row_digest
 from membrane_engine.storage.columns import TYPE_CODES, Snapshot
-from membrane_engine.storage.store import StoreConnection, record_row, record_values
+from membrane_engine.storage.store import ROW_COLUMNS, StoreConnection, record_row, record_values
 from membrane_engine.transfer.imports import vector_rows
 
 SENSITIVITY_AT = {sensitivity_level(s): s for s in Sensitivity}  # level -> sensitivity
@@ -47,6 +47,7 @@ REINFORCE_GAIN = 0.1  # Membrane's semantic and competence consolidators add 0.1
 SHOWN_SOURCES = 20  # source ids a rationale names; details name them all
 _UPDATE_CHUNK = 500  # records rewritten per statement batch (Store.write_updates)
 _AUDIT_CHUNK = 5000
+_DOC = ROW_COLUMNS.index("doc")
 
 
 # --------------------------------------------------------------------------- a pass
@@ -84,8 +85,9 @@ class Pass:
     an operator's clearance; every record it does not see in full is as if absent."""
 
     def __init__(self, ctx: EngineContext, conn: StoreConnection, snap: Snapshot, kind: str, actor: str | None,
-                 as_of: datetime, now: datetime, within: TrustContext | None):
+                 as_of: datetime, now: datetime, within: TrustContext | None, writes: bool = True):
         self.ctx, self.conn, self.snap, self.kind = ctx, conn, snap, kind
+        self.writes = writes  # False: a dry run (no ranking vectors are computed)
         self.actor = actor if actor is not None else f"consolidation/{kind}"
         self.as_of, self.now = as_of, now
         self.as_of_t, self.now_t = to_epoch(as_of), to_epoch(now)
@@ -161,17 +163,34 @@ class Reinforcement:
     rationale: str | None = None  # Membrane's, when it names the reason itself
 
 
+@dataclass
+class Created:
+    """A record a batch creates, kept as its row (``store.record_values``, the chain head left
+    for ``write``): the models of a run's thousands of new plans are not held until it ends."""
+
+    values: tuple
+    sensitivity: str
+    scope: str
+    salience: float
+    entries: list[tuple[AuditAction, str, dict[str, Any] | None]]
+
+
+_VECTOR_CHUNK = 1000  # new records embedded at a time, their models dropped after
+
+
 class Batch:
     """What one consolidator writes: created records with their audit entries, changes to
     existing records, the report's items and entity links."""
 
     def __init__(self, p: Pass):
         self.p = p
-        self.created: dict[str, tuple[MemoryRecord, list[tuple[AuditAction, str, dict[str, Any] | None]]]] = {}
+        self.created: dict[str, Created] = {}
         self.changes: dict[str, Change] = {}
         self.items: list[Item] = []
         self.links: list[Link] = []
         self.reinforcements: dict[str, Reinforcement] = {}
+        self.vectors: list[tuple[str, str, bytes]] = []  # SPEC 9: the new records' ranking vectors
+        self._to_embed: list[MemoryRecord] = []
 
     def __bool__(self) -> bool:
         return bool(self.created or self.changes or self.reinforcements)
@@ -202,9 +221,23 @@ class Batch:
                 self.links.append(Link(entity_id, inverse, rid))
         record = MemoryRecord.model_validate(doc)
         details = {"consolidator": p.kind, "sources": sources, "salience": record.salience}
-        self.created[rid] = (record, [(AuditAction.CREATE, rationale, details)])
-        self.items.append(Item(p.kind, "created", rid, record.type.value, tuple(sources), rationale, record=record))
+        values = record_values(record, float(record.salience), p.now_t, None, validated=True)
+        self.created[rid] = Created(values, record.sensitivity.value, record.scope, float(record.salience),
+                                    [(AuditAction.CREATE, rationale, details)])
+        self.items.append(Item(p.kind, "created", rid, record.type.value, tuple(sources), rationale,
+                               doc=values[_DOC]))
+        if p.writes and p.ctx.embedder is not None:
+            self._to_embed.append(record)
+            if len(self._to_embed) >= _VECTOR_CHUNK:
+                self._embed()
         return rid
+
+    def _embed(self) -> None:
+        """Ranking vectors of the records created since the last call (a failing provider
+        gives none: the records get theirs when a task first asks, as after an import)."""
+        if self._to_embed:
+            self.vectors += vector_rows(self.p.ctx.embedder, self._to_embed) or []
+            self._to_embed = []
 
     def reinforce(self, record_id: str, record_type: str, source: str | list[str], rationale: str | None = None) -> None:
         """Count ``source`` toward reinforcing ``record_id`` (applied once per batch: ``finish``)."""
@@ -228,19 +261,20 @@ class Batch:
         before = dict(zip(pending, p.salience(rows, p.now_t).tolist())) if len(rows) else {}
         for rid, r in self.reinforcements.items():
             sources = list(r.sources)
-            s = self.created[rid][0].salience if rid in self.created else before[rid]
+            s = self.created[rid].salience if rid in self.created else before[rid]
             after = max(s, min(s + REINFORCE_GAIN, 1.0))
             rationale = r.rationale or reinforced_from(sources)
             details = {"consolidator": p.kind, "salience": {"before": s, "after": after}, "gain": REINFORCE_GAIN,
                        "sources": sources}
             if rid in self.created:
-                self.created[rid][1].append((AuditAction.REINFORCE, rationale, details))
+                self.created[rid].entries.append((AuditAction.REINFORCE, rationale, details))
             else:
                 change = self.change(rid)
                 change.salience, change.reinforced = after, True
                 change.entries.append((AuditAction.REINFORCE, rationale, details))
             self.items.append(Item(p.kind, REINFORCED, rid, r.record_type, tuple(sources), rationale, s, after))
         self.reinforcements = {}
+        self._embed()
         # the entities' inverse relations, one entry per entity
         for rid, change in self.changes.items():
             if change.relations:
@@ -337,12 +371,11 @@ def write(ctx: EngineContext, conn: StoreConnection, batch: Batch) -> None:
         entries += [{"record_id": rid, "action": action, "actor": p.actor, "timestamp": now, "rationale": rationale,
                      "details": details} for action, rationale, details in change.entries]
     inserts: list[tuple] = []
-    for rid, (record, own) in batch.created.items():
-        values = record_values(record, float(record.salience), now_t, None, validated=True)
-        digests[rid] = live_digest(values[:-1])
-        inserts.append(values)
+    for rid, created in batch.created.items():
+        digests[rid] = live_digest(created.values[:-1])
+        inserts.append(created.values)
         entries += [{"record_id": rid, "action": action, "actor": p.actor, "timestamp": now, "rationale": rationale,
-                     "details": details} for action, rationale, details in own]
+                     "details": details} for action, rationale, details in created.entries]
     rows, heads = chain(entries, ends, digests)
     place(conn, rows)
     for start in range(0, len(rows), _AUDIT_CHUNK):
@@ -352,11 +385,8 @@ def write(ctx: EngineContext, conn: StoreConnection, batch: Batch) -> None:
     for start in range(0, len(updates), _UPDATE_CHUNK):
         store.write_updates(conn, [], [(rid, {**cols, "audit_head": heads[rid]})
                                        for rid, cols in updates[start:start + _UPDATE_CHUNK]])
-    created = [record for record, _ in batch.created.values()]
-    if created and ctx.embedder is not None:  # SPEC 9: ranking vectors at write time
-        vectors = vector_rows(ctx.embedder, created)
-        if vectors:
-            store.insert_vectors(conn, vectors, replace=True)
+    if batch.vectors:  # SPEC 9: ranking vectors at write time
+        store.insert_vectors(conn, batch.vectors, replace=True)
 
 
-__all__ = ["Batch", "Change", "Episode", "Pass", "SENSITIVITY_AT", "new_record", "reinforced_from", "write"]
+__all__ = ["Batch", "Change", "Created", "Episode", "Pass", "SENSITIVITY_AT", "new_record", "reinforced_from", "write"]

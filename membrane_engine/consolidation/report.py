@@ -6,6 +6,7 @@ counts Membrane's ``ConsolidationResult`` reports are derived from the items."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime
 from typing import Any
 
@@ -40,7 +41,13 @@ class Item:
     rationale: str  # the audit entry's rationale
     salience_before: float | None = None  # reinforced / compressed: S at the run's write time
     salience_after: float | None = None
-    record: MemoryRecord | None = field(default=None, compare=False, repr=False)  # created: as stored
+    doc: str | None = field(default=None, compare=False, repr=False)  # created: its stored JSON
+
+    @cached_property
+    def record(self) -> MemoryRecord | None:
+        """A created record as it is (or would be) stored; None for the other items. Parsed when
+        asked: a run over a large store creates thousands of records."""
+        return None if self.doc is None else MemoryRecord.model_validate_json(self.doc)
 
 
 @dataclass(frozen=True)

@@ -59,9 +59,9 @@ def _checked_actor(actor: object) -> str | None:
 def _within(batch: Batch, clearance: TrustContext) -> None:
     """Nothing an operator's run creates lies beyond their clearance (its sources are ones the
     clearance sees in full, so it cannot; checked before anything is written all the same)."""
-    for record, _ in batch.created.values():
-        if verdict_as_read(record.sensitivity, record.scope, clearance) is not Verdict.FULL:
-            raise AccessDeniedError(f"the consolidated record {record.id!r} would be beyond your clearance; "
+    for rid, created in batch.created.items():
+        if verdict_as_read(created.sensitivity, created.scope, clearance) is not Verdict.FULL:
+            raise AccessDeniedError(f"the consolidated record {rid!r} would be beyond your clearance; "
                                     "nothing of this consolidator was written")
 
 
@@ -73,7 +73,7 @@ def run_one(ctx: EngineContext, kind: str, planner: Planner, actor: str | None, 
         snap = ctx.columns.current()
         with ctx.store.read() as conn:
             now = ctx.now()
-            batch = planner(Pass(ctx, conn, snap, kind, actor, as_of, now, within))
+            batch = planner(Pass(ctx, conn, snap, kind, actor, as_of, now, within, writes=False))
             if within is not None:
                 _within(batch, within)
         return batch, now
