@@ -16,7 +16,8 @@ from sqlalchemy import create_engine, text
 from membrane_engine import Membrane
 
 POSTGRES_URL = os.environ.get("MEMBRANE_TEST_POSTGRES_URL", "")
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "membrane_sample.json"
+TESTS = Path(__file__).resolve().parent
+SAMPLE = TESTS.parent / "sample_data" / "membrane_sample.json"
 SAMPLE_NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)  # the sample store's "now"
 
 
@@ -71,6 +72,67 @@ def sample_membrane(store_url: str) -> Iterator[Membrane]:
     yield m
     m.close()
 
+
+
+# ------------------------------------------------------------------------------ parallel runs
+#
+# .ci/run runs the suite on two pytest-xdist workers with --dist loadgroup (pyproject's addopts):
+# the tests of one xdist_group run on one worker, and every other test goes to whichever worker
+# is free. Each worker has its own basetemp (so tmp_path and tmp_path_factory never collide), its
+# own $MEMBRANE_HOME (below), its own session fixtures (a Chromium, the e2e servers) and free
+# ports; PostgreSQL tests each have a schema of their own (postgres_url).
+#
+# Grouped by module: the tests of a module that share a module- or class-scoped fixture (a
+# generated store, a console server), so it is built once rather than on each worker; in
+# MODULE_GROUPED folders every module, as their stores are module fixtures that tests request
+# by name at run time (tests/security/conftest.py), which a fixture closure does not show.
+MODULE_GROUPED = ("security",)
+# Folders whose ungrouped tests include the longest single ones (a browser benchmark, a store of
+# 10,000 records): under xdist they are handed out first, so none is left to run alone at the end.
+LONG_FIRST = ("e2e", "scale")
+
+
+def _rel(item: pytest.Item) -> Path | None:
+    try:
+        return Path(item.path).resolve().relative_to(TESTS)
+    except ValueError:
+        return None
+
+
+def _module_group(item: pytest.Item) -> str | None:
+    rel = _rel(item)
+    if rel is None:
+        return None
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    shared = any(fd.scope in ("package", "module", "class") for fds in defs.values() for fd in fds[-1:])
+    return rel.as_posix() if shared or rel.parts[0] in MODULE_GROUPED else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = _module_group(item)
+            if group is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the same order on every worker, as xdist requires
+        items.sort(key=_later)
+
+
+def _later(item: pytest.Item) -> bool:
+    rel = _rel(item)
+    return rel is None or rel.parts[0] not in LONG_FIRST
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_membrane_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test reaches ~/.membrane: the default store and server stores' column snapshots live
+    under $MEMBRANE_HOME, which is this session's (this worker's) own. Tests that want another
+    set it themselves."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MEMBRANE_HOME", str(tmp_path_factory.mktemp("membrane-home")))
+    yield
+    mp.undo()
 
 
 @pytest.fixture(autouse=True)
