@@ -23,11 +23,8 @@ from datetime import datetime
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import func, select
-
 from membrane_engine.audit import row_seal
 from membrane_engine.audit import reads as audit_reads
-from membrane_engine.storage.audit_log import filter_conditions, row_to_audit
 from membrane_engine.rules.chain import MAX_QUERY_LIMIT, AuditRow
 from membrane_engine.context import EngineContext
 from membrane_engine.errors import NotFoundError, ValidationError
@@ -52,7 +49,6 @@ from membrane_engine.model.records import (
 from membrane_engine.storage import audit_seen
 from membrane_engine.storage.record_queries import archived_labels
 from membrane_engine.storage.access_log import access_entries
-from membrane_engine.storage.store import audit_entries
 from membrane_engine.rules.trust import (
     TrustContext,
     Verdict,
@@ -232,17 +228,9 @@ def audit_query(membrane: EngineContext, clearance: TrustContext, actor: str | N
     if sees_everything(clearance):
         return audit_reads.query(membrane, actor=actor, action=action, record_id=record_id, since=since, until=until,
                                  limit=limit, offset=offset)
-    with membrane.store.read() as conn:
-        # Who wrote an entry is withheld on a record seen redacted, so filtering by actor may only
-        # match entries of records the clearance sees in full (else the match itself would tell).
-        visibility = audit_seen.seen_condition(conn, clearance, full_only=bool(actor))
-        conditions = filter_conditions(actor, action, record_id, since, until) + [visibility]
-        total = conn.execute(select(func.count()).select_from(audit_entries).where(*conditions)).scalar()
-        q = (select(audit_entries).where(*conditions)
-             .order_by(audit_entries.c.ts.desc(), audit_entries.c.seq.desc()).limit(limit).offset(offset))
-        rows = [row_to_audit(r) for r in conn.execute(q)]
-        full = audit_seen.full_ids(conn, [r.record_id for r in rows], clearance) if rows else set()
-    return int(total), [r if r.record_id in full else masked(r) for r in rows]
+    total, rows, full = audit_seen.entries_seen(membrane.store, clearance, actor, action, record_id, since, until,
+                                                limit, offset)
+    return total, [r if r.record_id in full else masked(r) for r in rows]
 
 
 def audit_action_counts(membrane: EngineContext, clearance: TrustContext, until: datetime) -> dict[str, int]:
@@ -250,13 +238,6 @@ def audit_action_counts(membrane: EngineContext, clearance: TrustContext, until:
     (what an operator's metrics count, SPEC 10)."""
     clearance = as_trust(clearance, "clearance")
     return audit_seen.action_totals(membrane.store, to_epoch(until), clearance)
-
-
-def audit_conditions(conn, clearance: TrustContext, full_only: bool = False) -> list[Any]:
-    """SQL conditions limiting audit entries to those of records ``clearance`` sees (with
-    ``full_only``, in full; none for a clearance that sees everything): for counts and charts."""
-    clearance = as_trust(clearance, "clearance")
-    return [] if sees_everything(clearance) else [audit_seen.seen_condition(conn, clearance, full_only)]
 
 
 def audit_rows(membrane: EngineContext, record_id: str, clearance: TrustContext) -> list[AuditRow]:

@@ -14,10 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from sqlalchemy import Integer, cast, func, select
-
 from membrane_engine.audit.activity import activity_of
-from membrane_engine.storage.audit_log import action_counts, filter_conditions
 from membrane_engine.context import EngineContext
 from membrane_engine.storage.columns import TYPE_CODES
 from membrane_engine.errors import ValidationError
@@ -34,7 +31,6 @@ from membrane_engine.model.records import (
 from membrane_engine.rules.trust import as_trust
 from membrane_engine.storage import audit_seen, audit_stats
 from membrane_engine.storage.record_queries import found_records
-from membrane_engine.storage.store import audit_entries
 
 
 MAX_PICK = 100_000  # ids, actors or briefs one lookup returns
@@ -125,9 +121,9 @@ def audit_activity(membrane: EngineContext, bucket_seconds: float = 86400.0, act
                    until: datetime | None = None, clearance=None) -> list[tuple[float, str, int]]:
     """Entry counts per time bucket and action, filtered like ``audit_query`` (``action`` is a
     stored action): ``[(bucket start, epoch seconds), action, count]`` ordered by time, then
-    action, a retract named "retract" (``activity.action_counts``). With an operator's
+    action, a retract named "retract" (``audit_log.action_counts``). With an operator's
     ``clearance``, of the entries of records it sees only."""
-    from membrane_engine.oversight.clearance import audit_conditions, sees_everything
+    from membrane_engine.oversight.clearance import sees_everything
 
     if clearance is not None and sees_everything(clearance):
         clearance = None
@@ -140,17 +136,10 @@ def audit_activity(membrane: EngineContext, bucket_seconds: float = 86400.0, act
             and clearance is None):
         # the whole log: counted once per process, then the new entries
         return activity_of(membrane).buckets(bucket_seconds)
-    scaled = audit_entries.c.ts / bucket_seconds
-    # SQLite may lack floor(); timestamps are positive, so truncation is the floor there.
-    bucket = cast(scaled, Integer) if membrane.store.is_sqlite else func.floor(scaled)
-    conditions = filter_conditions(actor, action, record_id, since, until)
-    with membrane.store.read() as conn:
-        newest = conn.execute(select(func.max(audit_entries.c.seq))).scalar() or 0
-        if clearance is not None:
-            # Counting by actor only over records seen in full, as audit_query filters: who wrote
-            # an entry is withheld on a record seen redacted (group M2).
-            conditions = [*conditions, *audit_conditions(conn, clearance, full_only=bool(actor))]
-        counts = action_counts(conn, bucket, [*conditions, audit_entries.c.seq <= newest])
+    if clearance is not None:
+        clearance = as_trust(clearance, "clearance")
+    counts = audit_seen.activity_counts(membrane.store, bucket_seconds, actor, action, record_id, since, until,
+                                        clearance)
     return [(float(b) * bucket_seconds, a, n) for (b, a), n in sorted(counts.items())]
 
 
