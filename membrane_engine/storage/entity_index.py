@@ -4,7 +4,7 @@ own, indexed by (term, scope) on both databases (Membrane's ``entity_terms``).
 
 The index is derived from the records, never written by the code that writes records: it
 follows the ``changes`` log, which every write of a record appends to (imports, curation,
-capture, erasure alike). ``meta.entity_terms_seq`` is the last change it has taken in;
+capture, erasure alike). ``entity_terms_mark`` holds the last change it has taken in;
 ``catch_up`` (inside a write transaction, so under the writers' lock) takes in the changes after
 it: the terms of each changed record are dropped and, if it is still a live entity, written
 anew. A read outside a write transaction (``find(..., current=False)``, a capture's preview)
@@ -20,13 +20,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Column, Index, PrimaryKeyConstraint, SmallInteger, String, Table, func, select
+from sqlalchemy import BigInteger, Column, Index, PrimaryKeyConstraint, SmallInteger, String, Table, func, select
 from sqlalchemy.engine import Connection
 
 from membrane_engine.rules.entity_terms import term_key
-from membrane_engine.storage.store import changes, insert_tuples, meta, metadata, records
+from membrane_engine.storage.store import changes, insert_tuples, metadata, records
 
-WATERMARK = "entity_terms_seq"
 # More pending changes than this: the index is built again from the entity records (one scan of
 # the type index) rather than change by change (a million-record import is a million changes,
 # of which a few are entities).
@@ -43,6 +42,14 @@ entity_terms = Table(
     Column("sens_level", SmallInteger, nullable=False),
     PrimaryKeyConstraint("record_id", "term", name="pk_entity_terms"),
     Index("ix_entity_terms_lookup", "term", "scope"),
+)
+# The last change the index has taken in (one row; none: never built). A table of its own, not
+# a ``meta`` key: ``meta`` holds what identifies the store, this is a cache's bookmark.
+entity_terms_mark = Table(
+    "entity_terms_mark",
+    metadata,
+    Column("id", SmallInteger, primary_key=True),
+    Column("seq", BigInteger, nullable=False),
 )
 
 
@@ -118,15 +125,15 @@ def _newest_change(conn: Connection) -> int:
 
 
 def watermark(conn: Connection) -> int | None:
-    value = conn.execute(select(meta.c.value).where(meta.c.key == WATERMARK)).scalar()
+    value = conn.execute(select(entity_terms_mark.c.seq).where(entity_terms_mark.c.id == 1)).scalar()
     return None if value is None else int(value)
 
 
 def _set_watermark(conn: Connection, seq: int, existed: bool) -> None:
     if existed:
-        conn.execute(meta.update().where(meta.c.key == WATERMARK).values(value=str(seq)))
+        conn.execute(entity_terms_mark.update().where(entity_terms_mark.c.id == 1).values(seq=seq))
     else:
-        conn.execute(meta.insert().values(key=WATERMARK, value=str(seq)))
+        conn.execute(entity_terms_mark.insert().values(id=1, seq=seq))
 
 
 def _write_terms(conn: Connection, rows: list[tuple[str, str, int, Any, Any]]) -> None:
@@ -145,9 +152,11 @@ def rebuild(conn: Connection) -> None:
 
 def on_open(conn: Connection) -> None:
     """On opening a store (``Store.create``, in its write transaction): the table for a store
-    made before it existed, indexed from the records it holds."""
+    made before it existed, indexed from the records it holds. A store that has never been
+    written gets its mark at its first ``catch_up`` (which, without one, builds the index)."""
     entity_terms.create(conn, checkfirst=True)
-    if watermark(conn) is None:
+    entity_terms_mark.create(conn, checkfirst=True)
+    if watermark(conn) is None and _newest_change(conn) > 0:
         rebuild(conn)
 
 
@@ -213,5 +222,5 @@ def find(conn: Connection, keys: Iterable[str], scopes: Sequence[str], current: 
     return found
 
 
-__all__ = ["REBUILD_ABOVE", "WATERMARK", "catch_up", "entity_terms", "find", "forget", "on_open", "rebuild", "terms_of",
+__all__ = ["REBUILD_ABOVE", "catch_up", "entity_terms", "entity_terms_mark", "find", "forget", "on_open", "rebuild", "terms_of",
            "watermark"]
