@@ -25,6 +25,8 @@ from membrane_engine.curation import bulk, review
 from membrane_engine.curation import operations as curation
 from membrane_engine.curation.operations import CurationPlan
 from membrane_engine.errors import ValidationError
+from membrane_engine.ingestion import capture as ingestion
+from membrane_engine.ingestion.models import CaptureMemoryRequest, CaptureMemoryResponse
 from membrane_engine.model.records import AuditEntry, MemoryRecord, MemoryType, check_flag
 from membrane_engine.oversight import clearance as gate
 from membrane_engine.oversight.metrics import ActionCounts, store_metrics
@@ -331,6 +333,25 @@ class Membrane:
         at each call (``oversight.view.OperatorView``); ``via`` names the page or command for the
         access log. NotFoundError for an unknown or removed operator."""
         return OperatorView(self._ctx, name, via)
+
+    # capture (SPEC 12) ----------------------------------------------------------------
+
+    def capture_memory(self, request: CaptureMemoryRequest | dict[str, Any],
+                       actor: str | None = None) -> CaptureMemoryResponse:
+        """Membrane's CaptureMemory: the primary record, entities resolved or created, edges, the
+        derived fact, in one transaction. ``actor=None`` names Membrane's actors."""
+        return ingestion.capture(self._ctx, request, actor)
+
+    def capture_many(self, requests: Iterable[CaptureMemoryRequest | dict[str, Any]],
+                     actor: str | None = None) -> list[CaptureMemoryResponse]:
+        """Several captures in order, in one transaction: all written or none."""
+        return ingestion.capture_many(self._ctx, requests, actor)
+
+    def preview_capture(self, request: CaptureMemoryRequest | dict[str, Any],
+                        actor: str | None = None) -> CaptureMemoryResponse:
+        """What ``capture_memory`` would write (entities matched and created, edges, the derived
+        fact); writes nothing."""
+        return ingestion.preview(self._ctx, request, actor)
 
     # review and bulk work ----------------------------------------------------------------
 

@@ -53,7 +53,7 @@ from membrane_engine.model.records import (
     check_string,
     sensitivity_level,
 )
-from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, narrowest, verdicts
+from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, narrowest, verdict_as_read, verdicts
 
 MAX_VIA = 64
 
@@ -687,6 +687,46 @@ class OperatorView:
         rows = np.array(sorted(i for i in (snap.row_of.get(s) for s in shown) if i is not None), dtype=np.int64)
         self._looked_rows(operator, rows, snap)
         return report
+
+    def _capturing(self, requests: list[Any]) -> tuple[Operator, list[Any]]:
+        """The operator may capture (a curator or admin) and sees every request's records in full:
+        a capture creates records at its own sensitivity and scope, and nobody writes where they
+        cannot read. Refused (AccessDeniedError) before anything is read or written."""
+        from membrane_engine.ingestion.capture import as_request
+
+        operator = self._allowed("capture")
+        reqs = [as_request(r, f"requests.{k}") for k, r in enumerate(requests)]
+        for k, req in enumerate(reqs):
+            if verdict_as_read(req.level, req.scope, operator.clearance) is not Verdict.FULL:
+                where = f" in scope {req.scope!r}" if req.scope else ""
+                raise AccessDeniedError(f"capture {k} would write {req.level.value} records{where}, beyond your "
+                                        "clearance; nothing was written")
+        return operator, reqs
+
+    def preview_capture(self, request: Any) -> Any:
+        """What ``capture_memory`` would write (entities matched and created, edges, the derived
+        fact, existing records linked), through the clearance: a record it does not see in full
+        is neither matched nor linked. Writes nothing."""
+        from membrane_engine.ingestion import capture as ingestion
+
+        operator, (req,) = self._capturing([request])
+        out = ingestion.preview(self._ctx, req, operator.actor, within=operator.clearance)
+        self._looked(operator, out.updated_records)
+        return out
+
+    def capture_memory(self, request: Any) -> Any:
+        """Capture as an agent would (SPEC 12), every entry naming ``operator:NAME``; records
+        beyond the clearance are neither matched nor linked (``preview_capture`` shows the same)."""
+        return self.capture_many([request])[0]
+
+    def capture_many(self, requests: Iterable[Any]) -> list[Any]:
+        """Several captures in one transaction, all written or none."""
+        from membrane_engine.ingestion import capture as ingestion
+
+        operator, reqs = self._capturing(list(requests))
+        out = ingestion.capture_many(self._ctx, reqs, operator.actor, within=operator.clearance)
+        self._looked(operator, [r for response in out for r in response.updated_records])
+        return out
 
     def bulk_preview(self, op: str, ids: Iterable[str], rationale: str, **params: Any) -> Any:
         """One operation over many records, previewed through the clearance (``bulk.preview``)."""

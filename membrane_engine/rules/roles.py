@@ -44,6 +44,8 @@ ACTION_ROLES["restore_version"] = Role.CURATOR  # a version of a live record, as
 # Using an uploaded policy file for the session (SPEC 11): its profiles drive the exposure
 # previews of curation, and parsing it costs the shared server, so not a viewer's to do.
 ACTION_ROLES["replace_policy"] = Role.CURATOR
+# Writing as an agent would (SPEC 12): new records, and relations on existing ones, as curation does.
+ACTION_ROLES["capture"] = Role.CURATOR
 # Running Membrane's consolidators (SPEC 12): records created, reinforced and compressed, as
 # curation does, over what the operator's clearance sees in full.
 ACTION_ROLES["consolidate"] = Role.CURATOR
