@@ -80,6 +80,7 @@ COMMANDS: dict[str, str] = {
     "operators": "console.commands.operators",
     "check": "console.commands.check",  # policy files, SPEC 11
     "audit": "console.commands.audit",  # audit checkpoints and verification, SPEC 6
+    "capture": "console.commands.capture",  # write as an agent would, SPEC 12
     "consolidate": "console.commands.consolidate",  # Membrane's consolidators, SPEC 12
 }
 
