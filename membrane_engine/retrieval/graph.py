@@ -250,8 +250,8 @@ def _entity_types(payload: EntityPayload) -> list[str]:
 
 
 def root_boost(record: MemoryRecord, query: str, entities: dict[str, EntityPayload | None]) -> float:
-    """Membrane's rootBoost: an entity named in the query, and links to such entities.
-    (Membrane also boosts an ``interpretation``'s mentions; this schema has no such field.)"""
+    """Membrane's rootBoost: an entity named in the query (by its canonical name or an alias),
+    a record whose capture interpretation mentions it (SPEC 12), and links to such entities."""
     score = 0.0
     payload = record.payload
     if isinstance(payload, EntityPayload):
@@ -261,6 +261,7 @@ def root_boost(record: MemoryRecord, query: str, entities: dict[str, EntityPaylo
             score += 75
         if any(lexical_match(t, query) for t in _entity_types(payload)):
             score += 15
+    score += _mention_boost(record.interpretation, query)
     for rel in record.relations or []:
         target = entities.get(rel.target_id)
         if target is None:
@@ -269,6 +270,23 @@ def root_boost(record: MemoryRecord, query: str, entities: dict[str, EntityPaylo
             score += relation_boost(rel.predicate, 60)
         if any(lexical_match(a, query) for a in target.alias_values):
             score += relation_boost(rel.predicate, 45)
+    return score
+
+
+def _mention_boost(interpretation: Any, query: str) -> float:
+    """The interpretation's part of rootBoost, as Membrane counts it: 30 for the first mention
+    whose surface the query names (and no more mentions after it), else 20 for each mention
+    one of whose aliases it names."""
+    if not isinstance(interpretation, dict):
+        return 0.0
+    score = 0.0
+    for mention in interpretation.get("mentions") or []:
+        if not isinstance(mention, dict):
+            continue
+        if isinstance(mention.get("surface"), str) and lexical_match(mention["surface"], query):
+            return score + 30
+        if any(isinstance(a, str) and lexical_match(a, query) for a in mention.get("aliases") or []):
+            score += 20
     return score
 
 
