@@ -19,8 +19,10 @@ entities. Trust on write (SPEC 12) narrows both directions:
   sensitive source, and an unscoped entity never names a scoped record. Where Membrane would
   write the inverse anyway, only the forward relation is written here **(deviation)**.
 
-Membrane resolves against its entity term index; consolidation here reads the entities' names
-once per consolidator run (entities are few next to episodes) into ``EntityIndex``.
+Membrane resolves against its entity term index. Consolidation here reads the entities' names
+once per consolidator run (entities are few next to episodes) into ``EntityIndex``, with the
+normalisation capture's index uses (``rules.entity_terms``): a run resolves thousands of terms,
+in a read transaction for a dry run, and one scan answers them all.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from membrane_engine.retrieval.graph import normalize_term
+from membrane_engine.rules.entity_terms import normalize_term
 from membrane_engine.storage.store import Store, StoreConnection
 
 
