@@ -81,7 +81,7 @@ from membrane_engine.rules.salience import anchor_of, salience_of, salience_rows
 from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, verdict_as_read, verdicts
 from membrane_engine.storage import entity_index
 from membrane_engine.storage.audit_log import place, row_digest
-from membrane_engine.storage.store import Store, StoreConnection, record_row
+from membrane_engine.storage.store import Store, StoreConnection, record_row, rows_in
 from membrane_engine.transfer.imports import vector_rows
 
 CANDIDATE_LIMIT = 20  # candidates kept for resolution (Membrane's captureCandidateLimit)
@@ -133,7 +133,7 @@ class _Reader:
     def docs(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         wanted = [i for i in dict.fromkeys(ids) if isinstance(i, str) and i and i not in self._docs]
         if wanted:
-            texts = self.store.docs_of(self.conn, wanted)
+            texts = dict(rows_in(self.conn, "records", ("id", "doc"), "id", wanted))
             for rid in wanted:
                 doc = orjson.loads(texts[rid]) if rid in texts else None
                 self._docs[rid] = doc if doc is not None and self._seen(doc) else None
@@ -208,9 +208,9 @@ class _Plan:
                 AuditEntry(action=e["action"], actor=e["actor"], timestamp=e["timestamp"], rationale=e["rationale"]))
 
         def shown(record: MemoryRecord, with_log: bool) -> MemoryRecord:
-            out = record.model_copy(deep=True)
-            out.audit_log = logs.get(record.id, []) if with_log else []
-            return out
+            # the plan's own records (nothing else holds them): as stored, with the entries written
+            record.audit_log = logs.get(record.id, []) if with_log else []
+            return record
 
         return CaptureMemoryResponse(
             primary_record=shown(self.primary, True), created_records=[shown(r, True) for r in self.created],
@@ -650,9 +650,10 @@ def _finish(plan: _Plan) -> None:
         record.lifecycle.anchor_at = datetime.fromtimestamp(at, UTC)
         fresh.append(_validated(record, names.get(record.id, f"created_records.{k - 1}")))
     plan.primary, plan.created = fresh[0], fresh[1:]
-    for rid, linked in plan.linked.items():
+    for linked in plan.linked.values():
+        # Read from the store (valid) and given relations that were validated as they were made:
+        # not validated again (a much-mentioned entity's document is long).
         stored_relations(linked.record.relations, now)
-        linked.record = _validated(linked.record, f"record {rid}")
         linked.record.salience = salience_of(linked.record, now, anchor_of(linked.record))
 
 
@@ -686,7 +687,7 @@ def _write(ctx: EngineContext, conn: StoreConnection, plan: _Plan) -> None:
     if ctx.embedder is not None:
         vectors = vector_rows(ctx.embedder, plan.new_records)
         if vectors:
-            store.insert_vectors(conn, vectors, replace=True)
+            store.insert_vectors(conn, vectors)  # new ids: nothing to replace
 
 
 def _same(stored: Any, value: Any) -> bool:
@@ -768,6 +769,8 @@ def capture_many(ctx: EngineContext, requests: Iterable[Any], actor: str | None 
                 raise ValidationError(f"request {k}: {exc}; nothing was written",
                                       [(f"{k}.{loc}", msg) for loc, msg in exc.problems]) from None
             _write(ctx, conn, plan)
+            entity_index.took_in(conn, [(r.id, r.scope, sensitivity_level(r.sensitivity), r.payload.canonical_name,
+                                         r.payload.alias_values) for r in plan.created if r.type == MemoryType.ENTITY])
             extra += [_doc(r) for r in plan.new_records]
             written += [r.id for r in plan.new_records]
             responses.append(plan.response(dry_run=False))

@@ -502,6 +502,12 @@ def record_matches_term(doc: dict[str, Any] | None, term: str) -> bool:
     return any(contains_normalized(candidate, needle) for candidate in record_search_terms(doc))
 
 
+def _matches(values: list[str], needle: str) -> bool:
+    """``record_matches_term`` over a record's search terms already normalised."""
+    words = needle.split()
+    return any(v and (v == needle or needle in v or v in words) for v in values)
+
+
 def record_contains_reference(doc: dict[str, Any] | None, ref: str) -> bool:
     """An episodic record whose timeline has an event with this ref (case and spaces aside)."""
     ref = normalize_match(ref)
@@ -539,7 +545,7 @@ def _created_epoch(doc: dict[str, Any]) -> float | None:
 
 
 def candidate_score(doc: dict[str, Any], req: CaptureMemoryRequest, interpretation: Interpretation | None,
-                    now: float, terms: Sequence[str] | None = None) -> float:
+                    now: float, terms: Sequence[str] | None = None, created: float | None | bool = False) -> float:
     """Membrane's captureCandidateScore: the capture's scope (100), an entity (15), the proposed
     type (10), each shared tag (8), each query term it matches (25), and recency (up to 1)."""
     score = 0.0
@@ -551,10 +557,13 @@ def candidate_score(doc: dict[str, Any], req: CaptureMemoryRequest, interpretati
         score += 10
     tags = [t.casefold() for t in _texts(doc.get("tags"))]
     score += 8 * sum(1 for tag in req.tags if tag.casefold() in tags)
+    values = [normalize_match(v) for v in record_search_terms(doc)]  # once, not once per term
     for term in candidate_terms(req, interpretation) if terms is None else terms:
-        if record_matches_term(doc, term):
+        needle = normalize_match(term)
+        if needle and _matches(values, needle):
             score += 25
-    created = _created_epoch(doc)
+    if created is False:
+        created = _created_epoch(doc)
     if created is not None:
         hours = max(0.0, (now - created) / 3600.0)
         score += 1.0 / (1.0 + hours / 24.0)
@@ -571,7 +580,9 @@ def rank_candidates(docs: Iterable[dict[str, Any]], req: CaptureMemoryRequest, i
         if doc is None or doc.get("id") in seen:
             continue
         seen.add(doc.get("id"))
-        scored.append((candidate_score(doc, req, interpretation, now, terms), _created_epoch(doc) or -math.inf, doc))
+        created = _created_epoch(doc)
+        scored.append((candidate_score(doc, req, interpretation, now, terms, created),
+                       -math.inf if created is None else created, doc))
     scored.sort(key=lambda item: (item[0], item[1]), reverse=True)
     return [doc for _, _, doc in scored[:limit]]
 

@@ -160,11 +160,18 @@ def on_open(conn: Connection) -> None:
         rebuild(conn)
 
 
+def _state(conn: Connection) -> tuple[int | None, int]:
+    """(the watermark, the newest change) in one statement."""
+    mark = select(entity_terms_mark.c.seq).where(entity_terms_mark.c.id == 1).scalar_subquery()
+    newest = select(func.coalesce(func.max(changes.c.seq), 0)).scalar_subquery()
+    found, last = conn.execute(select(mark, newest)).one()
+    return (None if found is None else int(found)), int(last)
+
+
 def catch_up(conn: Connection) -> None:
     """Take in every change after the watermark, inside the caller's write transaction (which
     holds the writers' lock, so no change can slip in between)."""
-    mark = watermark(conn)
-    newest = _newest_change(conn)
+    mark, newest = _state(conn)
     if mark is None or newest - mark > REBUILD_ABOVE:
         rebuild(conn)
         return
@@ -174,6 +181,15 @@ def catch_up(conn: Connection) -> None:
     forget(conn, changed)
     _write_terms(conn, _entity_rows(conn, changed))
     _set_watermark(conn, newest, True)
+
+
+def took_in(conn: Connection, entities: Sequence[tuple[str, str, int, Any, Any]]) -> None:
+    """After a write whose every change the caller knows, made right after ``catch_up`` in the
+    same transaction: the new entities' terms ((id, scope, level, canonical name, aliases)), and
+    the watermark moved past the write, so the next ``catch_up`` has nothing to read. (A capture:
+    it creates records and adds relations, which change no name.)"""
+    _write_terms(conn, list(entities))
+    _set_watermark(conn, _newest_change(conn), True)
 
 
 def forget(conn: Connection, ids: Sequence[str]) -> None:
@@ -222,5 +238,5 @@ def find(conn: Connection, keys: Iterable[str], scopes: Sequence[str], current: 
     return found
 
 
-__all__ = ["REBUILD_ABOVE", "catch_up", "entity_terms", "entity_terms_mark", "find", "forget", "on_open", "rebuild", "terms_of",
+__all__ = ["REBUILD_ABOVE", "catch_up", "entity_terms", "entity_terms_mark", "find", "forget", "on_open", "took_in", "rebuild", "terms_of",
            "watermark"]
