@@ -354,6 +354,8 @@ class _Planner:
 
     def _entry(self, record_id: str, action: AuditAction, actor: str, rationale: str,
                details: dict[str, Any] | None = None) -> None:
+        """An audit entry dated at the write time. **(deviation)** Membrane dates an entity's
+        and a fact's entry at the capture's timestamp: here the log says when it was written."""
         self.audit.append({"record_id": record_id, "action": action, "actor": actor, "timestamp": self.now,
                            "rationale": rationale, "details": details})
 
@@ -661,7 +663,8 @@ def _write(ctx: EngineContext, conn: StoreConnection, plan: _Plan) -> None:
     """Write a finished plan inside the caller's transaction: audit entries chained (the
     existing records' after their chain ends, read under the write lock) and placed in the
     store-wide sequence, the created rows, the linked records' new documents, the created
-    records' ranking vectors."""
+    records' ranking vectors **(deviation: Membrane embeds captured records later, in a
+    backfill; here they rank from the moment they are written)**."""
     store = ctx.store
     at = to_epoch(plan.now)
     rows = {r.id: record_row(r, float(r.salience), at, None, validated=True) for r in plan.new_records}

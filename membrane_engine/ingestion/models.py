@@ -209,8 +209,9 @@ class MentionResolution(BaseModel):
 
 class CaptureMemoryResponse(BaseModel):
     """What a capture wrote (or, from a preview, would write): the primary record, the records
-    it created (entities, then the derived fact), the edges (both directions), and beyond
-    Membrane's response the existing records it linked to and how each mention resolved."""
+    it created (entities, then the derived fact), the edges (both directions). **(deviation)**
+    Beyond Membrane's response: the existing records it linked to and how each mention
+    resolved; the edges carry no ``created_at`` (the stored relations do)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
