@@ -11,7 +11,8 @@ anew. A read outside a write transaction (``find(..., current=False)``, a captur
 reads the table for the records unchanged since the mark and the changed ones from the records
 themselves, so it never writes and never answers from a stale row.
 
-A store made before the index existed gets the table on open and is indexed then (``on_open``).
+A store made before the index existed gets its tables on open (``on_open``) and is indexed at
+its first capture.
 """
 
 from __future__ import annotations
@@ -151,13 +152,12 @@ def rebuild(conn: Connection) -> None:
 
 
 def on_open(conn: Connection) -> None:
-    """On opening a store (``Store.create``, in its write transaction): the table for a store
-    made before it existed, indexed from the records it holds. A store that has never been
-    written gets its mark at its first ``catch_up`` (which, without one, builds the index)."""
+    """On opening a store (``Store.create``, in its write transaction): the tables, for a store
+    made before they existed. They are filled by the first ``catch_up`` (a capture's), which
+    without a mark builds the index from the records: opening writes no row, so a read-only
+    store still opens and a reader never changes what it opens."""
     entity_terms.create(conn, checkfirst=True)
     entity_terms_mark.create(conn, checkfirst=True)
-    if watermark(conn) is None and _newest_change(conn) > 0:
-        rebuild(conn)
 
 
 def _state(conn: Connection) -> tuple[int | None, int]:

@@ -905,19 +905,23 @@ def test_the_index_follows_relabels_and_deletes(mem: Membrane):
     assert again.entity_id != "orchid" and mem.get(again.entity_id).scope == ""  # the unscoped one made above
 
 
-def test_a_store_made_before_the_index_is_indexed_on_open(store_url: str):
+def test_a_store_made_before_the_index_gets_it_on_open_and_filled_at_first_use(store_url: str):
     m = Membrane.open(store_url, load_sample=False, clock=lambda: T0)
     m.import_records([entity("orchid", "Orchid", aliases=["Project  Orchid"])])
-    with m.store.write() as conn:  # as a store from before the index: no table, no mark
+    with m.store.write() as conn:  # as a store from before the index: no tables
         conn.execute(text("DROP TABLE entity_terms"))
         conn.execute(text("DROP TABLE entity_terms_mark"))
     m.close()
     m = Membrane.open(store_url, load_sample=False, clock=lambda: T0)
     try:
-        with m.store.read() as conn:
-            rows = entity_index.find(conn, ["project orchid", "orchid"], [""])
+        assert count_rows(m, "entity_terms") == 0 and count_rows(m, "entity_terms_mark") == 0  # opening writes no row
+        with m.store.read() as conn:  # a reader sees the records' terms all the same
+            rows = entity_index.find(conn, ["project orchid", "orchid"], [""], current=False)
         assert sorted(r[1] for r in rows) == ["orchid", "project orchid"]
+        assert m.preview_capture({"source": "t", "content": {"entity": "project orchid"}}).mentions[0].entity_id \
+            == "orchid"
         assert capture(m, content={"entity": "project orchid"}).mentions[0].entity_id == "orchid"
+        assert count_rows(m, "entity_terms") == 2 and count_rows(m, "entity_terms_mark") == 1  # built by the capture
     finally:
         m.close()
 
