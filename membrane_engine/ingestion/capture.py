@@ -746,7 +746,13 @@ def capture_many(ctx: EngineContext, requests: Iterable[Any], actor: str | None 
     request anywhere refuses the batch, naming it). A later capture resolves against what an
     earlier one wrote."""
     actor = _checked_actor(actor)
-    items = list(requests) if not isinstance(requests, (CaptureMemoryRequest, dict)) else [requests]
+    if isinstance(requests, (CaptureMemoryRequest, dict)):
+        items = [requests]
+    elif isinstance(requests, Iterable) and not isinstance(requests, (str, bytes)):
+        items = list(requests)
+    else:
+        raise ValidationError(f"requests must be a list of capture requests (got {requests!r:.80})",
+                              [("requests", "not a list")])
     reqs = []
     for k, item in enumerate(items):
         try:

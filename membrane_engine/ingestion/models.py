@@ -168,6 +168,17 @@ class CaptureMemoryRequest(BaseModel):
     def _scope(cls, value: str) -> str:
         return _column_text(value, "scope", MAX_SCOPE_LENGTH)
 
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tag_list(cls, value: Any) -> Any:
+        # One refusal naming ``tags`` (pydantic's would name "tags.0").
+        if not isinstance(value, (list, tuple)):
+            raise ValueError("must be a list of strings")
+        for k, tag in enumerate(value):
+            if not isinstance(tag, str):
+                raise ValueError(f"tag {k} is not a string")
+        return list(value)
+
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: list[str]) -> list[str]:
