@@ -118,6 +118,20 @@ each("reclassify", "tags", {"long-tag": ["t" * (MAX_TAG_LENGTH + 1)], "too-many"
 each("reclassify", "scope", {"long": "s" * (MAX_SCOPE_LENGTH + 1)}, lambda m, v: m.reclassify("s1", "sec", "why", scope=v))
 each("preview_within", "rationale", {"long": "r" * (MAX_RATIONALE_LENGTH + 1)},
      lambda m, v: m.preview_within(ALL, "pin", "s1", "sec", v))
+each("capture_memory", "source", {"int": 5, "list": ["a"], "empty": "", "nul": "a\x00b",
+                                  "long": "s" * (MAX_ACTOR_LENGTH + 1)},
+     lambda m, v: m.capture_memory({"source": v, "content": {"project": "p"}}))
+each("capture_memory", "scope", {"int": 5, "long": "s" * (MAX_SCOPE_LENGTH + 1)},
+     lambda m, v: m.capture_memory({"source": "sec", "scope": v}))
+each("capture_memory", "tags", {"long-tag": ["t" * (MAX_TAG_LENGTH + 1)], "too-many": [f"t{i}" for i in range(MAX_TAGS + 1)],
+                                "int-tag": [5], "str": "x"}, lambda m, v: m.capture_memory({"source": "sec", "tags": v}))
+each("capture_memory", "sensitivity", {"unknown": "secret", "int": 3},
+     lambda m, v: m.capture_memory({"source": "sec", "sensitivity": v}))
+each("capture_memory", "actor", NOT_TEXT | {"empty": "", "nul": "a\x00b"},
+     lambda m, v: m.capture_memory({"source": "sec", "content": {"project": "p"}}, actor=v))
+each("capture_many", "requests", {"int": 5, "str": "x", "none": None}, lambda m, v: m.capture_many(v))
+each("preview_capture", "timestamp", {"str": "yesterday", "list": [1]},
+     lambda m, v: m.preview_capture({"source": "sec", "timestamp": v}))
 each("curate_within", "rationale", {"long": "r" * (MAX_RATIONALE_LENGTH + 1)},
      lambda m, v: m.curate_within(ALL, "pin", "s1", "sec", v))
 each("check_policy", "limit", {k: v for k, v in NOT_WHOLE.items() if v is not None},  # None: the default
