@@ -40,7 +40,7 @@ from membrane_engine.model.records import (
     MAX_TASK_LENGTH,
 )
 
-from security_kit import T0, dump, iso, open_loaded, simple
+from tests.support.security import T0, dump, iso, open_loaded, simple
 
 SAMPLE_POLICY = Path(__file__).resolve().parents[2] / "sample_data" / "policies.toml"
 BASE = [simple("s1"), simple("s2", relations=[{"predicate": "about", "target_id": "s1"}]),
@@ -129,6 +129,10 @@ each("capture_memory", "sensitivity", {"unknown": "secret", "int": 3},
      lambda m, v: m.capture_memory({"source": "sec", "sensitivity": v}))
 each("capture_memory", "actor", NOT_TEXT | {"empty": "", "nul": "a\x00b"},
      lambda m, v: m.capture_memory({"source": "sec", "content": {"project": "p"}}, actor=v))
+each("consolidate", "actor", NOT_TEXT | {"nul": "a\x00b", "long": "a" * (MAX_ACTOR_LENGTH + 1)},
+     lambda m, v: m.consolidate(actor=v, dry_run=True))
+each("consolidate", "dry_run", {"str": "yes", "int": 1, "none": None}, lambda m, v: m.consolidate(dry_run=v))
+each("consolidate", "as_of", {"str": "tomorrow", "int": 5}, lambda m, v: m.consolidate(as_of=v, dry_run=True))
 each("capture_many", "requests", {"int": 5, "str": "x", "none": None}, lambda m, v: m.capture_many(v))
 each("preview_capture", "timestamp", {"str": "yesterday", "list": [1]},
      lambda m, v: m.preview_capture({"source": "sec", "timestamp": v}))
