@@ -42,7 +42,7 @@ from membrane_engine.rules.ranking import Embedder, default_embedder
 from membrane_engine.storage.vectors import VectorIndex
 from membrane_engine.rules.selector import DEFAULT_THRESHOLD
 from membrane_engine.rules.trust import TrustContext, Verdict
-from membrane_engine.storage import audit_log
+from membrane_engine.storage import audit_log, entity_index
 from membrane_engine.storage.columns import TYPE_NAMES, ColumnCache
 from membrane_engine.storage.store import DEFAULT_DB_PATH, Store, default_url
 from membrane_engine.transfer import export, intake
@@ -107,7 +107,8 @@ class Membrane:
         use_default = url is None
         store = Store(url or default_url(), create_directory=use_default)
         try:
-            created = store.create(upgrade_audit=audit_log.upgrade, open_audit=row_seal.on_open)
+            created = store.create(upgrade_audit=audit_log.upgrade, open_audit=row_seal.on_open,
+                                   index_entities=entity_index.on_open)
         except BaseException:
             store.dispose()  # do not leave a pool of connections behind a refused open
             raise

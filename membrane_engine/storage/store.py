@@ -877,13 +877,15 @@ class Store:
             return self.url
 
     def create(self, upgrade_audit: Callable[[Connection, int], None],
-               open_audit: Callable[[Connection, bool], None]) -> bool:
+               open_audit: Callable[[Connection, bool], None],
+               index_entities: Callable[[Connection], None]) -> bool:
         """Create the schema on first open, or bring an existing store's up to date, in one write
         transaction. Returns True when the store was new. The audit log's part of opening an
         existing store belongs to the audit package, which sits above storage, so the caller
         hands it in: ``upgrade_audit(conn, from_version)`` brings an older schema's audit log up
         to this one (``storage.audit_log.upgrade``); ``open_audit(conn, migrated)`` runs at every open,
-        after the migrations (``audit.row_seal.on_open``)."""
+        after the migrations (``audit.row_seal.on_open``); ``index_entities(conn)`` keeps capture's
+        entity term index (``storage.entity_index.on_open``, a module built on this one's tables)."""
         with self.write() as conn:
             existed = self.engine.dialect.has_table(conn, "meta")
             if not existed:
@@ -919,8 +921,6 @@ class Store:
                 if conn.execute(select(meta.c.value).where(meta.c.key == SNAPSHOT_KEY)).scalar() is None:
                     conn.execute(meta.insert().values(key=SNAPSHOT_KEY, value=os.urandom(32).hex()))
                 open_audit(conn, sealed_rows_added)
-            from membrane_engine.storage.entity_index import on_open as index_entities  # it imports this module
-
             index_entities(conn)  # capture's entity terms (SPEC 12); an older store's indexed now
             if conn.dialect.name == "sqlite":
                 for name in _OLD_SQLITE_SCALAR_INDEXES:
