@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from sqlalchemy.engine import Connection
 
-from membrane_engine.storage.store import driver_cursor, _mark, stream_rows
+from membrane_engine.storage.store import driver_cursor, placeholder, stream_rows
 
 
 def _field(conn: Connection, path: str, text: bool = True) -> str:
@@ -47,14 +47,14 @@ def _rows(conn: Connection, statement: str, params: list) -> list[tuple]:
 def semantic_subjects(conn: Connection, predicate: str) -> list[tuple[str, str | None, str | None]]:
     """(id, subject, revision status) of the live semantic records whose predicate is
     ``predicate``: the facts the semantic consolidator may reinforce."""
-    mark = _mark(conn)
+    mark = placeholder(conn)
     return _rows(conn, f"SELECT id, {_field(conn, 'payload/subject')}, status FROM records "
                        f"WHERE type = 'semantic' AND {_field(conn, 'payload/predicate')} = {mark}", [predicate])
 
 
 def skill_names(conn: Connection, prefix: str) -> list[tuple[str, str]]:
     """(id, skill name) of the live competence records whose skill name starts with ``prefix``."""
-    mark = _mark(conn)
+    mark = placeholder(conn)
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return _rows(conn, f"SELECT id, {_field(conn, 'payload/skill_name')} FROM records WHERE type = 'competence' "
                        f"AND {_field(conn, 'payload/skill_name')} LIKE {mark} ESCAPE '\\'", [escaped + "%"])

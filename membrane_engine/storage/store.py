@@ -589,7 +589,7 @@ def _doc_text(record: MemoryRecord, anchor_salience: float, anchor_at: float, va
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
-def _mark(conn: Connection) -> str:
+def placeholder(conn: Connection) -> str:
     """The driver's parameter placeholder (sqlite3: qmark, psycopg: format)."""
     return "?" if conn.dialect.paramstyle == "qmark" else "%s"
 
@@ -638,7 +638,7 @@ def rows_in(conn: Connection, table: str, columns: Sequence[str], key: str, valu
     unique = list(dict.fromkeys(values))
     if not unique:
         return []
-    mark = _mark(conn)
+    mark = placeholder(conn)
     options = {"prepare": False} if not prepare and conn.dialect.driver == "psycopg" else {}
     out: list[tuple] = []
     with driver_cursor(conn) as cursor:
@@ -1154,7 +1154,7 @@ class Store:
         """The statements of ``rows_for_update``, sent on driver cursors (in a pipeline, only
         queued) for ``_rows_read``."""
         unique = sorted(set(ids))
-        mark = _mark(conn)
+        mark = placeholder(conn)
         columns = ", ".join(f"r.{c}" for c in RECORD_COLUMNS)
         cursors = []
         raw = conn.connection.driver_connection
@@ -1233,7 +1233,7 @@ class Store:
         then goes out in the same round trip as these statements; the server skips it when one
         of them fails (the transaction is then rolled back as usual), and the driver's commit
         at the end of ``write()`` finds nothing left to do."""
-        mark = _mark(conn)
+        mark = placeholder(conn)
         names = self._AUDIT_ROW_COLUMNS
         audit_values = [tuple(row[c] for c in names) for row in audit_rows]
         audit_sql = f"INSERT INTO audit_entries ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))})"
@@ -1397,7 +1397,7 @@ class Store:
         return texts, entries
 
     def _records_with_logs_cursor(self, conn: Connection, unique: list[str]) -> tuple[dict[str, str], list[tuple]]:
-        mark = _mark(conn)
+        mark = placeholder(conn)
         texts: dict[str, str] = {}
         entries: list[tuple] = []
         with driver_cursor(conn) as cursor:
@@ -1681,7 +1681,7 @@ class Store:
         changes with their rows only when there are any: PostgreSQL plans that second statement
         again at each run (its estimate for "after N" makes a generic plan look dear), which on
         every check would cost more than the extra round trip does after a change."""
-        mark = _mark(conn)
+        mark = placeholder(conn)
         with driver_cursor(conn) as cursor:
             cursor.execute("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1")  # faster than max(seq)
             newest = cursor.fetchone()
@@ -1698,7 +1698,7 @@ class Store:
     def audit_actions_after(self, conn: Connection, seq: int) -> list[tuple[str, int, int]]:
         """(action, how many entries, the newest one's seq) of the audit entries after ``seq``,
         through the driver (see ``metrics.ActionCounts``)."""
-        mark = _mark(conn)
+        mark = placeholder(conn)
         with driver_cursor(conn) as cursor:
             if seq <= 0:
                 # The first count reads the action index alone (an index-only scan on PostgreSQL,
