@@ -3,7 +3,7 @@
     python -m bench.browser --db sqlite:////tmp/membrane-bench/sqlite-1000000-s42.db
     python -m bench.browser --db ... --launcher cli --idle 10    # as operators start it, opened later
 
-Starts the console on ``--db`` with the browser tests' harness (tests/e2e/harness.py: the
+Starts the console on ``--db`` with the browser tests' harness (tests/support/browser.py: the
 server in a subprocess, Debian's Chromium through Playwright, headless), then opens the
 simulator at the benchmark's request (max sensitivity medium, scopes project-alpha and
 project-beta, limit 20, min salience 0.2, as of the generated stores' NOW). The loads, in this
@@ -53,7 +53,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.run import stamp, store_records, write_results  # noqa: E402
-from tests.e2e.harness import CHROMIUM, CHROMIUM_ARGS, Console, ConsoleServer, _parse  # noqa: E402
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, Console, ConsoleServer, _parse  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results"
 TARGET_MS = 3000

@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:
 
 from bench.browser import DEFAULT_OUT, CpuMeter, console_and_chromium, report_start, write_report  # noqa: E402
 from bench.run import db_kind  # noqa: E402
-from tests.e2e.harness import IDLE, SKELETON, Console  # noqa: E402
+from tests.support.browser import IDLE, SKELETON, Console  # noqa: E402
 
 ERROR_ALERT = "[data-testid=stAlertContentError]"
 

@@ -114,7 +114,7 @@ def measure(url: str, repeat: int) -> dict:
 
 def graph_page(db: str, visits: int, shots: Path | None) -> dict:
     from bench.browser import console_and_chromium
-    from tests.e2e.harness import Console
+    from tests.support.browser import Console
 
     plot = ".js-plotly-plot"
     out: dict = {"visits": []}

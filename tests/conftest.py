@@ -1,5 +1,6 @@
 """Shared fixtures: a fresh store on SQLite and, when MEMBRANE_TEST_POSTGRES_URL is set, on
-PostgreSQL (each test in a schema of its own, so parallel runs never see each other)."""
+PostgreSQL (each test in a schema of its own, so parallel runs never see each other). Helpers
+shared by the test folders live in tests/support."""
 
 from __future__ import annotations
 
@@ -139,10 +140,11 @@ def _own_membrane_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 def console_signed_in_as_admin(monkeypatch: pytest.MonkeyPatch):
     """Every AppTest of the console starts signed in (SPEC 10): an admin with full clearance,
     as console/app.py's gate leaves a session after a sign-in. A test that needs someone else
-    (or nobody) calls ``session_kit.sign_in(at, operator_or_None)`` after AppTest.from_file."""
+    (or nobody) calls ``sign_in(at, operator_or_None)`` (tests/support/sessions.py) after
+    AppTest.from_file."""
     from streamlit.testing.v1 import AppTest
 
-    from session_kit import TEST_ADMIN, sign_in
+    from tests.support.sessions import TEST_ADMIN, sign_in
 
     made = AppTest.from_file.__func__
 

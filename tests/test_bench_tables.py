@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the bench package lives at the repository root
-    sys.path.insert(0, str(ROOT))
+from bench import tables
 
-from bench import tables  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 RESULTS = ROOT / "bench" / "results"
 README = ROOT / "bench" / "README.md"

@@ -1,5 +1,5 @@
 """Every page through the signed-in operator's clearance (SPEC 10), with AppTest on the canary
-store (tests/security/canary_store.py: every byte a gate must withhold is a unique CANARY).
+store (tests/support/canaries.py: every byte a gate must withhold is a unique CANARY).
 
 The clearance leak grid: operators at each clearance (public .. hyper, every scope and scope
 alpha) x every page, each page driven to show records (a record opened by ``?id=``, the simulator
@@ -13,7 +13,6 @@ tests/e2e/test_clearance_grid.py.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,12 +23,11 @@ from streamlit.testing.v1 import AppTest
 from membrane_engine import Membrane
 
 from membrane_engine.rules.roles import Operator, Role
-from session_kit import TEST_ADMIN as ROOT
-from session_kit import sign_in
+from tests.support.sessions import TEST_ADMIN as ROOT
+from tests.support.sessions import sign_in
+from tests.support import canaries as cs
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT_DIR / "tests" / "security"))
-import canary_store as cs  # noqa: E402
 
 PAGES = ROOT_DIR / "console" / "app_pages"
 TIMEOUT = 90
@@ -130,7 +128,7 @@ def drive(name: str, who, wide: bool = True) -> Iterator[AppTest]:
 def test_clearance_leak_grid(name, clearance):
     sens, scopes = clearance
     # A curator (the curate page shows records), named by the clearance: the store is shared by
-    # the module and a page's view reads the operator as stored (tests/session_kit.py).
+    # the module and a page's view reads the operator as stored (tests/support/sessions.py).
     who = operator(f"op-{clearance_id(clearance)}", sens, scopes, role="curator")
     bad = cs.forbidden_canaries(RECORDS, sens, scopes)
     for at in drive(name, who):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from session_kit import sample_store, sign_in
+from tests.support.sessions import sample_store, sign_in
 from membrane_engine import Membrane, RetrieveGraphRequest, TrustContext
 from membrane_engine.rules.roles import Operator
 

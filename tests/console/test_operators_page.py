@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane
 from membrane_engine.rules.roles import Operator
-from session_kit import TEST_ADMIN, sign_in
+from tests.support.sessions import TEST_ADMIN, sign_in
 
 PAGE = Path(__file__).resolve().parents[2] / "console" / "app_pages" / "operators.py"
 TIMEOUT = 60

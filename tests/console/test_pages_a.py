@@ -270,7 +270,7 @@ def test_simulator_lists_what_stays_hidden_only_as_the_clearance_allows(engine: 
     from membrane_engine.rules.labels import label
     from membrane_engine.rules.roles import Operator, Role
     from membrane_engine.rules.trust import Verdict
-    from session_kit import sign_in
+    from tests.support.sessions import sign_in
 
     operator = Operator(name="lena", role=Role.VIEWER, max_sensitivity="low")
     clearance = TrustContext(max_sensitivity="low", authenticated=True)

@@ -21,7 +21,7 @@ from membrane_engine.retrieval.labels import labels
 from membrane_engine.oversight.finders import filter_ids
 
 from console.components.words import distinct_names
-from session_kit import sample_store
+from tests.support.sessions import sample_store
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "console" / "app_pages"

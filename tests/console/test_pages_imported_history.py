@@ -25,7 +25,7 @@ from membrane_engine.rules.roles import Operator, Role
 
 from console.components.chart_safety import plot_text
 from console.components.record_detail import UNKNOWN_LABEL
-from session_kit import sign_in
+from tests.support.sessions import sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "console" / "app_pages"

@@ -4,7 +4,6 @@ selector candidate is counted, though only the best SELECTED_MAX are listed)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,12 +12,10 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
+from bench.generate import NOW, records
 from membrane_engine.retrieval.layered import MAX_LIMIT, SELECTED_MAX, records_returned
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # bench.generate makes the store
-    sys.path.insert(0, str(ROOT))
-from bench.generate import NOW, records  # noqa: E402
 
 PAGES = ROOT / "console" / "app_pages"
 AS_OF = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -11,9 +11,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from test_pages_m1_view import (BEYOND, HYPER, LATE_HYPER, LOW_ALPHA, LOW_CURATOR, SECRET_SCOPE,  # noqa: F401
-                                canaries, cs, no_exception, page, sent, store, store_env)
 from membrane_engine import Membrane
+from tests.console.test_pages_m1_view import (  # noqa: F401
+    BEYOND, HYPER, LATE_HYPER, LOW_ALPHA, LOW_CURATOR, SECRET_SCOPE, canaries, cs, no_exception, page, sent, store,
+    store_env)
 
 
 # ---------------------------------------------------------------------------- simulator

@@ -2,7 +2,7 @@
 "One door"): what a narrow clearance learns of records beyond it (nothing but one total), what
 a sensitive record shown in full leaves in the access log, and what a forged widget value gets.
 
-A small store of its own (tests/security/canary_store.py's records, dated and pinned here):
+A small store of its own (tests/support/canaries.py's records, dated and pinned here):
 visible to the low/[alpha] viewer, a few low records in scope alpha; beyond it, records in
 scope "zeta-secret-scope", among them a hyper competence created between the two instants the
 overview is asked about.
@@ -10,7 +10,6 @@ overview is asked about.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,11 +19,10 @@ from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane
 from membrane_engine.rules.roles import Operator, Role
-from session_kit import sign_in
+from tests.support.sessions import sign_in
+from tests.support import canaries as cs
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "security"))
-import canary_store as cs  # noqa: E402
 
 PAGES = ROOT / "console" / "app_pages"
 TIMEOUT = 90

@@ -1,5 +1,5 @@
 """Records, decay, audit, curate and review through the operator's view (SPEC 10, "One door";
-migration group M2), with AppTest on the canary store (tests/security/canary_store.py).
+migration group M2), with AppTest on the canary store (tests/support/canaries.py).
 
 - Forged widget values: the browser sends a picker the id of a record beyond the clearance (a
   hyper record in another scope). Nothing is written, the record is unchanged, and nothing of it
@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -27,11 +26,10 @@ from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane
 from membrane_engine.rules.roles import Operator, Role
-from session_kit import sign_in
+from tests.support.sessions import sign_in
+from tests.support import canaries as cs
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "security"))
-import canary_store as cs  # noqa: E402
 
 PAGES = ROOT / "console" / "app_pages"
 TIMEOUT = 90

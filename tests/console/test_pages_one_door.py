@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.rules.labels import label
 
-from session_kit import sample_store
+from tests.support.sessions import sample_store
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "console" / "app_pages"

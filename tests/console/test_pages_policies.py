@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from console.components.audit_table import record_link
 from membrane_engine import Membrane
 from membrane_engine.rules.roles import Operator
-from session_kit import sign_in
+from tests.support.sessions import sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "console" / "app_pages"

@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from membrane_engine import Membrane, TrustContext
 from membrane_engine.retrieval.labels import labels
 from membrane_engine.rules.roles import Operator, Role
-from session_kit import TEST_ADMIN, sample_store, sign_in
+from tests.support.sessions import TEST_ADMIN, sample_store, sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "console" / "app_pages" / "review.py"

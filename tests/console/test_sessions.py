@@ -22,7 +22,7 @@ from console import auth, signin
 from membrane_engine import Membrane
 from membrane_engine.accounts.operators import SESSION
 
-from session_kit import sign_in
+from tests.support.sessions import sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "console" / "app.py")

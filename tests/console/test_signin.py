@@ -15,7 +15,7 @@ from console import auth, signin
 from membrane_engine import Membrane
 from membrane_engine.rules.roles import Operator, Role
 
-from session_kit import sample_store, sign_in
+from tests.support.sessions import sample_store, sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "console" / "app.py")

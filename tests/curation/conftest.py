@@ -3,17 +3,12 @@ access that bypasses the engine."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # curation_helpers, curation_workers (spawned too)
-
-from curation_helpers import Clock, Raw  # noqa: E402
-
-from membrane_engine import Membrane  # noqa: E402
+from membrane_engine import Membrane
+from tests.support.curation import Clock, Raw
 
 
 @pytest.fixture

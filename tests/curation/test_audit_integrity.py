@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from curation_helpers import DAY, semantic, working
-from test_curation_tamper import forge
+from tests.support.curation import DAY, semantic, working
+from tests.curation.test_curation_tamper import forge
 
 from membrane_engine import Membrane
 from membrane_engine.errors import AuditKeyError, ValidationError
@@ -321,7 +321,7 @@ def test_history_from_before_the_upgrade_stays_bound(tmp_path, clock, attack):
     path = tmp_path / "old.db"
     shutil.copy(FIXTURE, path)
     Membrane.open(f"sqlite:///{path}", load_sample=False, clock=clock).close()
-    from curation_helpers import Raw
+    from tests.support.curation import Raw
 
     Raw(f"sqlite:///{path}").execute(attack)
     m = Membrane.open(f"sqlite:///{path}", load_sample=False, clock=clock)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from curation_helpers import DAY, T0, dump, lifecycle, semantic, working
+from tests.support.curation import DAY, T0, dump, lifecycle, semantic, working
 
 from membrane_engine import Membrane
 from membrane_engine.errors import ValidationError

@@ -4,7 +4,7 @@ it was; previews write nothing and equal what the operation then does."""
 from __future__ import annotations
 
 import pytest
-from curation_helpers import DAY, dump, episodic, lifecycle, semantic, working
+from tests.support.curation import DAY, dump, episodic, lifecycle, semantic, working
 
 from membrane_engine.storage import audit_log as audit
 from membrane_engine.curation.operations import CurationPlan

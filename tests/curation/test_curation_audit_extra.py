@@ -9,7 +9,7 @@ import hashlib
 import json
 
 import pytest
-from curation_helpers import DAY, semantic
+from tests.support.curation import DAY, semantic
 
 from membrane_engine import Membrane
 from membrane_engine.rules.chain import GENESIS

@@ -8,7 +8,7 @@ import multiprocessing
 from datetime import timedelta
 
 import pytest
-from curation_helpers import DAY, episodic, semantic, working
+from tests.support.curation import DAY, episodic, semantic, working
 
 from membrane_engine import Membrane, TrustContext
 from membrane_engine.errors import EpisodicImmutableError, NotFoundError, ValidationError
@@ -138,7 +138,7 @@ def test_bulk_apply_with_a_concurrent_write_in_the_middle_applies_the_others(m: 
 
 
 def _delete_in_other_process(url: str, rid: str) -> None:
-    from curation_workers import fixed_clock
+    from tests.support.workers import fixed_clock
 
     other = Membrane.open(url, load_sample=False, clock=fixed_clock)
     try:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import multiprocessing
 import threading
 
-import curation_workers
-from curation_helpers import semantic
+from tests.support import workers
+from tests.support.curation import semantic
 
 from membrane_engine import Membrane
 
@@ -75,9 +75,9 @@ def run_threads(target, verifier: Membrane | None = None) -> list:
 
 def test_threads_shared_and_own_membranes(store_url):
     """8 threads x 50: threads 0-3 share one Membrane, threads 4-7 have one each."""
-    m = Membrane.open(store_url, load_sample=False, clock=curation_workers.fixed_clock)
+    m = Membrane.open(store_url, load_sample=False, clock=workers.fixed_clock)
     m.import_records([semantic("hot", salience=START)])
-    own = [Membrane.open(store_url, load_sample=False, clock=curation_workers.fixed_clock) for _ in range(THREADS // 2)]
+    own = [Membrane.open(store_url, load_sample=False, clock=workers.fixed_clock) for _ in range(THREADS // 2)]
     handles = [m] * (THREADS // 2) + own
 
     def work(k: int) -> None:
@@ -96,14 +96,14 @@ def test_threads_shared_and_own_membranes(store_url):
 
 
 def test_two_processes(store_url):
-    m = Membrane.open(store_url, load_sample=False, clock=curation_workers.fixed_clock)
+    m = Membrane.open(store_url, load_sample=False, clock=workers.fixed_clock)
     m.import_records([semantic("hot", salience=START)])
     ctx = multiprocessing.get_context("spawn")
     per_process = 50
     with ctx.Manager() as manager:
         start = manager.Event()
         with ctx.Pool(2) as pool:
-            results = [pool.apply_async(curation_workers.reinforce_many, (store_url, "hot", per_process, GAIN, start))
+            results = [pool.apply_async(workers.reinforce_many, (store_url, "hot", per_process, GAIN, start))
                        for _ in range(2)]
             start.set()
             assert [r.get(timeout=180) for r in results] == [per_process, per_process]

@@ -7,7 +7,7 @@ import math
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from curation_helpers import DAY, T0, dump, episodic, lifecycle, semantic, working
+from tests.support.curation import DAY, T0, dump, episodic, lifecycle, semantic, working
 
 from membrane_engine import MemoryRecord
 from membrane_engine.errors import (

@@ -6,7 +6,7 @@ general path (audit.append_batch, Store.update_row) writes."""
 from __future__ import annotations
 
 import pytest
-from curation_helpers import DAY, semantic
+from tests.support.curation import DAY, semantic
 
 from membrane_engine.storage import audit_log as audit
 from membrane_engine.rules.chain import GENESIS
@@ -104,7 +104,7 @@ def test_rewrites_take_the_short_path_and_others_the_general_one(m, clock, monke
 def test_a_failure_in_the_rewrite_batch_changes_nothing(m, clock, monkeypatch):
     """A database error inside the batch (here: an audit position already taken, as if the chain
     end had been read wrong) rolls the whole operation back, and the store works afterwards."""
-    from curation_helpers import dump
+    from tests.support.curation import dump
 
     from membrane_engine.errors import ValidationError
 

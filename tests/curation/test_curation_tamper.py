@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from curation_helpers import DAY, semantic, working
+from tests.support.curation import DAY, semantic, working
 from sqlalchemy import event
 
 from membrane_engine import Membrane

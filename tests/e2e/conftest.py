@@ -1,7 +1,8 @@
 """Browser-test fixtures: one console server per store and one Chromium per test session.
 
 - ``sample_server``: the console on a SQLite copy of sample_data/membrane_sample.json
-- ``canary_server`` / ``hostile_server``: the console on the stores of tests/security
+- ``canary_server`` / ``hostile_server``: the console on the canary and hostile stores
+  (tests/support/canaries.py, hostile.py)
 - ``browser``: Chromium (Debian's /usr/bin/chromium) driven by Playwright; missing -> the tests
   fail (CI installs it), they never skip
 - ``console`` / ``new_console``: a fresh browser context (a fresh Streamlit session) on a server
@@ -12,19 +13,16 @@ its report.
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from membrane_engine import Membrane
-
-from .harness import CHROMIUM, CHROMIUM_ARGS, ROOT, SERVERS, Console, ConsoleServer
+from tests.support import canaries, hostile
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, SERVERS, Console, ConsoleServer
 
 SAMPLE = ROOT / "sample_data" / "membrane_sample.json"
-SECURITY = ROOT / "tests" / "security"
 
 _OPEN_CONSOLES: list[Console] = []
 
@@ -59,15 +57,6 @@ def build_store(path: Path, records: list | None = None, json_file: Path | None 
     return url
 
 
-def security_module(name: str):
-    """tests/security/<name>.py (written alongside the engine's security tests)."""
-    if not (SECURITY / f"{name}.py").exists():
-        pytest.fail(f"tests/security/{name}.py is missing: the browser leak tests need its records", pytrace=False)
-    if str(SECURITY) not in sys.path:
-        sys.path.insert(0, str(SECURITY))
-    return importlib.import_module(name)
-
-
 def _serve(name: str, url: str, tmp: Path, **options) -> Iterator[ConsoleServer]:
     """A started server (``options``: ConsoleServer's launcher, operators, extra_args, env)."""
     server = ConsoleServer(name, url, tmp, **options)
@@ -96,7 +85,7 @@ def sample_server(sample_store_url, tmp_path_factory) -> Iterator[ConsoleServer]
 
 @pytest.fixture(scope="session")
 def canary_records() -> list:
-    return list(security_module("canary_store").build_canary_records())
+    return list(canaries.build_canary_records())
 
 
 @pytest.fixture(scope="session")
@@ -111,7 +100,7 @@ def canary_server(canary_store_url, tmp_path_factory) -> Iterator[ConsoleServer]
 
 @pytest.fixture(scope="session")
 def hostile_records() -> list:
-    return list(security_module("hostile_store").build_hostile_records())
+    return list(hostile.build_hostile_records())
 
 
 @pytest.fixture(scope="session")

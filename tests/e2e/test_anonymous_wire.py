@@ -24,7 +24,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from membrane_engine import Membrane
 
 from .conftest import SAMPLE, _serve, build_store
-from .harness import OPERATORS, PASSWORD, ConsoleServer
+from tests.support.browser import OPERATORS, PASSWORD, ConsoleServer
 
 pytestmark = pytest.mark.e2e
 

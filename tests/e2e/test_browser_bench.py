@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .kit import run_bench_tool
+from tests.support.widgets import run_bench_tool
 
 pytestmark = pytest.mark.e2e
 

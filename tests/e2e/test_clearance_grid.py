@@ -1,5 +1,5 @@
 """The clearance leak grid in a real browser (SPEC 10): operators at each clearance x every page
-of the console on the canary store (tests/security/canary_store.py). Each page is driven to show
+of the console on the canary store (tests/support/canaries.py). Each page is driven to show
 records (a record opened by ``?id=``, the simulator and the selector asked for hyper with every
 scope, decay curves and curate's template asked for records above the clearance, an export
 prepared); no canary of a record the operator's clearance may not see in full may reach the
@@ -20,7 +20,9 @@ import re
 
 import pytest
 
-from .harness import PAGES, PASSWORD
+from tests.support import canaries
+
+from tests.support.browser import PAGES, PASSWORD
 
 pytestmark = pytest.mark.e2e
 
@@ -80,10 +82,8 @@ def assert_no_leak(con, bad: set[str], what: str) -> None:
 @pytest.mark.parametrize("page,clearance", GRID)
 def test_clearance_leak_grid_in_the_browser(page, clearance, canary_server, grid_operators, canary_records,
                                             new_console):
-    import canary_store
-
     sens, scopes = clearance
-    bad = canary_store.forbidden_canaries(canary_records, sens, list(scopes))
+    bad = canaries.forbidden_canaries(canary_records, sens, list(scopes))
     con = new_console(canary_server, role=None)
     con.sign_in(operator_name(clearance), PASSWORD)
     con.open(page, query_for(page))
@@ -100,11 +100,9 @@ def test_clearance_leak_grid_in_the_browser(page, clearance, canary_server, grid
 def test_the_browser_grid_is_not_blind(canary_server, canary_records, new_console):
     """Positive control: the harness's admin (hyper, every scope) sees canaries on the explorer;
     the search above would find a leak."""
-    import canary_store
-
     con = new_console(canary_server)
     con.open("records", {"id": one("hyper", "vault")})
-    assert con.find(canary_store.canaries_for(next(r for r in canary_records if r["id"] == one("hyper", "vault"))))
+    assert con.find(canaries.canaries_for(next(r for r in canary_records if r["id"] == one("hyper", "vault"))))
 
 
 # ------------------------------------------------------------------------------ the Review page on a canary
@@ -145,10 +143,8 @@ def review_canary_server(canary_records, tmp_path_factory):
 
 @pytest.mark.parametrize("clearance", REVIEW_CELLS)
 def test_review_page_leak_grid_in_the_browser(clearance, review_canary_server, canary_records, new_console):
-    import canary_store
-
     sens, scopes = clearance
-    bad = canary_store.forbidden_canaries(canary_records, sens, list(scopes))
+    bad = canaries.forbidden_canaries(canary_records, sens, list(scopes))
     con = new_console(review_canary_server, role=None)
     con.sign_in(operator_name(clearance), PASSWORD)
     con.open("review")

@@ -10,7 +10,7 @@ import pytest
 
 from membrane_engine import Membrane
 
-from .kit import fill_text
+from tests.support.widgets import fill_text
 
 pytestmark = pytest.mark.e2e
 

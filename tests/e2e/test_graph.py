@@ -1,5 +1,5 @@
 """The Graph page and the neighbourhood view in a real browser: the sample agent's graph drawn
-with its redacted nodes locked, and, on the canary store (tests/security/canary_store.py), no
+with its redacted nodes locked, and, on the canary store (tests/support/canaries.py), no
 byte of a record the simulated agent or the operator's clearance may not see in full in the
 HTML or the WebSocket frames."""
 
@@ -13,8 +13,8 @@ from membrane_engine import Membrane, TrustContext
 from membrane_engine.rules.trust import Verdict
 
 from .conftest import _serve
-from .harness import PASSWORD, ConsoleServer
-from .kit import set_multiselect, set_select_slider
+from tests.support.browser import PASSWORD, ConsoleServer
+from tests.support.widgets import set_multiselect, set_select_slider
 from .test_leaks import SENSITIVITIES, assert_no_leak, canary_docs, canary_engine, ctx_id, forbidden, gate  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e

@@ -13,7 +13,7 @@ import pytest
 from membrane_engine import Membrane
 
 from .conftest import _serve
-from .kit import click_tab, fill_text, open_dropdown
+from tests.support.widgets import click_tab, fill_text, open_dropdown
 
 pytestmark = pytest.mark.e2e
 

@@ -1,7 +1,7 @@
 """Hostile content in a real browser (issue "Trust you can rely on"): on a store whose ids, scopes,
 tags, payloads, provenance and audit entries are markup, scripts, javascript: URLs, Markdown,
 LaTeX, 100 000-character strings, 200-deep nesting and control characters
-(tests/security/hostile_store.py), every page and the record explorer opened on each record
+(tests/support/hostile.py), every page and the record explorer opened on each record
 shows the content as inert text: nothing from a record becomes an element, no dialog fires, and
 the page stays usable."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import PAGES
+from tests.support.browser import PAGES
 
 pytestmark = pytest.mark.e2e
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .kit import set_select_slider
+from tests.support.widgets import set_select_slider
 
 pytestmark = pytest.mark.e2e
 

@@ -1,10 +1,10 @@
 """Trust gating seen from the browser (issue "Trust you can rely on"): on the canary store (every
-byte a gate must withhold carries a unique CANARY-... marker, tests/security/canary_store.py),
+byte a gate must withhold carries a unique CANARY-... marker, tests/support/canaries.py),
 drive the trust simulator, the what-if page and the selector inspector for several trust
 contexts and check that no canary of a record the context may not see in full reaches the
 browser: not the DOM, not a WebSocket frame (st.dataframe cells travel only there), not a file
 a download button offers. The forbidden set comes from the engine (explain_many), checked
-against canary_store's independent verdicts."""
+against tests/support/canaries.py's independent verdicts."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 
 from membrane_engine import TrustContext
 from membrane_engine.rules.trust import Verdict
+from tests.support import canaries
 
-from .kit import LAYERS, open_dropdown, set_multiselect, set_select_slider
+from tests.support.widgets import LAYERS, open_dropdown, set_multiselect, set_select_slider
 
 pytestmark = pytest.mark.e2e
 
@@ -40,26 +41,22 @@ def canary_engine(canary_store_url):
 
 
 def gate(engine, docs, max_sensitivity: str, scopes) -> dict[str, Verdict]:
-    """The engine's verdicts for every record, checked against canary_store's own SPEC 3 rule."""
-    import canary_store  # on sys.path once the canary_records fixture has loaded it
-
+    """The engine's verdicts for every record, checked against tests/support/canaries.py's own SPEC 3 rule."""
     verdicts = engine.explain_many(sorted(docs), TrustContext(max_sensitivity=max_sensitivity, scopes=list(scopes)))
     assert set(verdicts) == set(docs)
     for rid, v in verdicts.items():
-        assert v.value == canary_store.verdict(docs[rid], max_sensitivity, scopes), rid
+        assert v.value == canaries.verdict(docs[rid], max_sensitivity, scopes), rid
     return verdicts
 
 
 def forbidden(docs, verdict_sets: list[dict[str, Verdict]]) -> tuple[set[str], set[str]]:
     """(canaries no context of ``verdict_sets`` may receive, canaries of records one sees in full)."""
-    import canary_store
-
     full = {rid for rid in docs if any(v[rid] is Verdict.FULL for v in verdict_sets)}
     visible_ids = {rid for rid in docs if any(v[rid] is not Verdict.HIDDEN for v in verdict_sets)}
     bad: set[str] = set()
     good: set[str] = set()
     for rid, doc in docs.items():
-        (good if rid in full else bad).update(canary_store.canaries_for(doc))
+        (good if rid in full else bad).update(canaries.canaries_for(doc))
     return bad - visible_ids - good, good
 
 

@@ -17,8 +17,8 @@ import pytest
 
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 
-from .harness import PASSWORD
-from .kit import metrics, number
+from tests.support.browser import PASSWORD
+from tests.support.widgets import metrics, number
 
 pytestmark = pytest.mark.e2e
 

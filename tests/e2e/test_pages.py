@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import PAGES
+from tests.support.browser import PAGES
 
 pytestmark = pytest.mark.e2e
 

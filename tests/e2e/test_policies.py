@@ -11,7 +11,7 @@ import pytest
 from membrane_engine import Membrane
 
 from .conftest import SAMPLE, _serve, build_store
-from .harness import ConsoleServer
+from tests.support.browser import ConsoleServer
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ from membrane_engine import Membrane, TrustContext
 from membrane_engine.oversight.record_query import Filters, search
 
 from .conftest import SAMPLE, _serve, build_store
-from .kit import fill_text
+from tests.support.widgets import fill_text
 
 pytestmark = pytest.mark.e2e
 

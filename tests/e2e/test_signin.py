@@ -19,8 +19,8 @@ import websocket  # websocket-client
 from membrane_engine import Membrane
 
 from .conftest import SAMPLE, _serve, build_store
-from .harness import OPERATORS, PASSWORD, Console, ConsoleServer, free_port
-from .kit import fill_text, open_dropdown
+from tests.support.browser import OPERATORS, PASSWORD, Console, ConsoleServer, free_port
+from tests.support.widgets import fill_text, open_dropdown
 from .test_curate import reinforceable
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,7 @@ import pytest
 from membrane_engine import RetrieveRequest, TrustContext
 from membrane_engine.rules.trust import Verdict
 
-from .kit import LAYERS, click_tab, forbidden_needles, metrics, number, payload_needles, store_docs, tab_labels, verdicts
+from tests.support.widgets import LAYERS, click_tab, forbidden_needles, metrics, number, payload_needles, store_docs, tab_labels, verdicts
 
 pytestmark = pytest.mark.e2e
 

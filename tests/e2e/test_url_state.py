@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from .kit import multiselect_values, set_multiselect, set_select_slider
+from tests.support.widgets import multiselect_values, set_multiselect, set_select_slider
 
 pytestmark = pytest.mark.e2e
 

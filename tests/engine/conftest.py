@@ -8,7 +8,7 @@ import pytest
 
 from membrane_engine import Membrane
 
-from engine_kit import T0
+from tests.support.records import T0
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
-from engine_kit import rec
+from tests.support.records import rec
 
 from membrane_engine import Membrane
 from membrane_engine.oversight.finders import audit_activity

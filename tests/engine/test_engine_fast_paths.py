@@ -13,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError as PydanticValidationError
 from membrane_engine.rules import chain as audit
 from membrane_engine.model.records import MemoryRecord, UTCDateTime, _storable, _storage_problem_list, as_utc
 
-from engine_kit import rec
+from tests.support.records import rec
 
 # Any text, control characters, separators and astral planes included (lone surrogates are
 # refused at the boundary, but the canonical form must still match json's, or fail as json does).

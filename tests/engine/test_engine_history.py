@@ -11,7 +11,7 @@ import pytest
 from membrane_engine import Membrane
 from membrane_engine.errors import NotFoundError, ValidationError
 
-from engine_kit import DAY, T0, rec
+from tests.support.records import DAY, T0, rec
 
 
 class Clock:

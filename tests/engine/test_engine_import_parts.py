@@ -19,7 +19,7 @@ from membrane_engine.transfer import jsonl_import, strict_json
 from membrane_engine.storage import store as store_module
 from membrane_engine.transfer.imports import prepare
 
-from engine_kit import T0, rec
+from tests.support.records import T0, rec
 
 
 def _open(tmp_path, name: str) -> Membrane:

@@ -12,7 +12,7 @@ from membrane_engine.oversight.record_query import Filters, search
 from membrane_engine.rules.labels import label
 from membrane_engine.oversight.finders import search_records
 
-from engine_kit import T0, revised_store
+from tests.support.records import T0, revised_store
 
 EVERYTHING = TrustContext(max_sensitivity="hyper", authenticated=True, actor_id="agent", scopes=[])
 LOW = TrustContext(max_sensitivity="low", authenticated=True, actor_id="agent", scopes=[])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from engine_kit import T0, rec as make_record
+from tests.support.records import T0, rec as make_record
 
 from membrane_engine.storage import audit_log as audit_module
 from membrane_engine.oversight.record_query import Filters, search, tag_counts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_kit import DAY, HOUR, T0, ago, iso, rec
+from tests.support.records import DAY, HOUR, T0, ago, iso, rec
 
 
 def audit(*actions: str) -> list[dict]:

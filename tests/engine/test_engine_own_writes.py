@@ -11,7 +11,7 @@ from membrane_engine import Membrane
 from membrane_engine.storage.columns import ColumnCache
 from membrane_engine.errors import StoreUnavailableError
 
-from engine_kit import T0, rec
+from tests.support.records import T0, rec
 
 
 def _row(snap, record_id: str) -> tuple:

@@ -15,7 +15,7 @@ from membrane_engine.oversight.exposure import import_exposures, plan_exposures
 from membrane_engine.policy.check import PolicyError, Selection, check, coverage, parse_policy
 from membrane_engine.policy.snapshots import current, diff, read, write
 
-from engine_kit import rec
+from tests.support.records import rec
 
 PROFILES = """
 [profiles.agent]

@@ -17,7 +17,7 @@ from membrane_engine.retrieval import layered as retrieval
 from membrane_engine.storage import probe as probe_module
 from membrane_engine.errors import AccessDeniedError, NotFoundError
 
-from engine_kit import T0, rec, trust
+from tests.support.records import T0, rec, trust
 
 POSTGRES_URL = __import__("os").environ.get("MEMBRANE_TEST_POSTGRES_URL", "")
 

@@ -26,7 +26,7 @@ from membrane_engine.model.records import LAYER_RANK, SELECTOR_TYPES
 from membrane_engine.rules.selector import select
 from membrane_engine.rules.trust import Verdict, decide, redact
 
-from engine_kit import DAY, HOUR, T0, iso
+from tests.support.records import DAY, HOUR, T0, iso
 from sqlalchemy import create_engine, text
 
 POSTGRES_URL = os.environ.get("MEMBRANE_TEST_POSTGRES_URL", "")

@@ -16,7 +16,7 @@ from membrane_engine.model.records import format_time
 from membrane_engine.errors import EpisodicImmutableError, NotFoundError, ValidationError
 from membrane_engine.rules.trust import TrustContext
 
-from engine_kit import DAY, T0, rec
+from tests.support.records import DAY, T0, rec
 
 
 class Clock:

@@ -10,7 +10,7 @@ from membrane_engine import MemoryType, RetrieveRequest, RetrieveResponse
 from membrane_engine.errors import AccessDeniedError, NilTrustError, NotFoundError, ValidationError
 from membrane_engine.retrieval.layered import MAX_LIMIT
 
-from engine_kit import DAY, HOUR, T0, ago, competence, later, rec, trust
+from tests.support.records import DAY, HOUR, T0, ago, competence, later, rec, trust
 
 ALL_TYPES = ["episodic", "plan_graph", "competence", "semantic", "entity", "working"]
 

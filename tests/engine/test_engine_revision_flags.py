@@ -10,7 +10,7 @@ import pytest
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.oversight import clearance as gate
 
-from engine_kit import T0, revised_store
+from tests.support.records import T0, revised_store
 
 EVERYTHING = TrustContext(max_sensitivity="hyper", authenticated=True, actor_id="agent", scopes=[])
 PUBLIC = TrustContext(max_sensitivity="public", authenticated=True, actor_id="agent", scopes=[])

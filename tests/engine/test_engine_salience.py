@@ -14,7 +14,7 @@ from membrane_engine.errors import NotFoundError, ValidationError
 from membrane_engine.rules.salience import anchor_of, columns_of, salience_at, salience_of
 from membrane_engine.model.records import to_epoch, validate_record
 
-from engine_kit import DAY, HOUR, T0, ago, later, rec
+from tests.support.records import DAY, HOUR, T0, ago, later, rec
 
 
 def s_at(m: Membrane, rid: str, seconds_after_t0: float) -> float:

@@ -10,7 +10,7 @@ import pytest
 from membrane_engine import Membrane, RetrieveRequest
 from membrane_engine.model.records import MemoryType, Sensitivity
 
-from engine_kit import trust
+from tests.support.records import trust
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "membrane_sample.json"
 SAMPLE_NOW_ISO = "2026-11-20T12:00:00Z"

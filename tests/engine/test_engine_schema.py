@@ -23,7 +23,7 @@ from membrane_engine.model.records import (
     validate_record,
 )
 
-from engine_kit import T0, iso, rec
+from tests.support.records import T0, iso, rec
 
 # --------------------------------------------------------------------------- enums
 

@@ -10,7 +10,7 @@ from membrane_engine.model.records import validate_record
 from membrane_engine.rules.selector import rank, select
 from membrane_engine.storage.store import Store
 
-from engine_kit import DAY, HOUR, T0, ago, competence, later, rec, trust
+from tests.support.records import DAY, HOUR, T0, ago, competence, later, rec, trust
 
 WORKED = [
     competence("A", confidence=0.95, successes=90, failures=10, reinforced=ago(HOUR)),

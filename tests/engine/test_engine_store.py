@@ -12,7 +12,7 @@ from membrane_engine import Membrane, RetrieveRequest
 from membrane_engine.errors import StoreUnavailableError, ValidationError
 from membrane_engine.storage.store import SCHEMA_VERSION
 
-from engine_kit import DAY, HOUR, T0, later, rec, trust
+from tests.support.records import DAY, HOUR, T0, later, rec, trust
 
 DOCS = [
     rec("e1", "episodic", salience=0.9, half_life=DAY, scope="alpha"),

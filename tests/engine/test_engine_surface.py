@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from engine_kit import T0, rec, trust
+from tests.support.records import T0, rec, trust
 
 
 def test_names_import_from_the_documented_places():

@@ -13,7 +13,7 @@ from membrane_engine import RetrieveRequest, TrustContext, Verdict
 from membrane_engine.errors import NilTrustError
 from membrane_engine.rules.trust import decide, verdicts
 
-from engine_kit import T0, iso, rec, trust
+from tests.support.records import T0, iso, rec, trust
 
 LEVELS = ["public", "low", "medium", "high", "hyper"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine_kit import rec
+from tests.support.records import rec
 
 from membrane_engine import TrustContext
 from membrane_engine.oversight.trust_diff import compare

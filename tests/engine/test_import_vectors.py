@@ -19,7 +19,7 @@ from membrane_engine.model.records import MemoryRecord
 from membrane_engine.transfer import jsonl_import
 from membrane_engine.storage.store import BULK_ROWS
 
-from engine_kit import T0, default_payload, rec, trust
+from tests.support.records import T0, default_payload, rec, trust
 
 EVERYTHING = trust("hyper")
 

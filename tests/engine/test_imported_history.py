@@ -17,7 +17,7 @@ from membrane_engine.rules.history import claimed_by
 from membrane_engine.storage.audit_log import last_creates
 from membrane_engine.transfer.imports import preview_file
 
-from engine_kit import DAY, T0, iso, rec
+from tests.support.records import DAY, T0, iso, rec
 
 
 class Clock:

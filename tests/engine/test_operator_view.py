@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_kit import DAY, T0, ago, later, rec, trust
+from tests.support.records import DAY, T0, ago, later, rec, trust
 from membrane_engine import Filters, Membrane, RetrieveGraphRequest, RetrieveRequest
 from membrane_engine.errors import AccessDeniedError, NotFoundError, ValidationError
 

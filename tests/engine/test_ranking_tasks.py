@@ -103,7 +103,7 @@ def test_a_fresh_unrelated_skill_outranks_a_stale_fitting_one(tmp_path: Path) ->
     """Membrane's equal weights: the Docker skill fits the task far better, but unused for 90
     days (recency 0.125) against a key rotation used yesterday with a perfect record, no cosine
     can make up the difference; the selector says so by asking for more (needs_more)."""
-    from engine_kit import DAY, competence
+    from tests.support.records import DAY, competence
 
     docker = competence("speed up Docker builds with layer ordering and cache mounts", confidence=0.9,
                         successes=6, failures=1, reinforced=SAMPLE_NOW - timedelta(days=90))

@@ -26,7 +26,7 @@ from membrane_engine.errors import (
 )
 from membrane_engine.transfer.imports import MAX_RECORD_BYTES
 
-from security_kit import T0, dump, iso, open_loaded, simple
+from tests.support.security import T0, dump, iso, open_loaded, simple
 
 BASE = [
     simple("s1"), simple("s2"), simple("e1", "episodic"), simple("c1", "competence"),

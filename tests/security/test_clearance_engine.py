@@ -1,8 +1,8 @@
 """An operator's clearance in the engine (SPEC 10): the console's reads through a clearance, on
-the canary store (every withheld byte a unique CANARY string, canary_store.py), on each database.
+the canary store (every withheld byte a unique CANARY string, tests/support/canaries.py), on each database.
 
 - ``trust.narrowest`` gives, record by record, the stricter of two contexts' verdicts (checked
-  against canary_store's independent SPEC 3 rule over every pair of a grid of contexts);
+  against tests/support/canaries.py's independent SPEC 3 rule over every pair of a grid of contexts);
 - the record explorer's search, counts, facets, incoming links and detail view leave out what a
   clearance does not see, redact what it sees redacted, and never match text it does not see;
 - a simulation wider than the clearance keeps its counts and shows no record beyond it;
@@ -28,7 +28,7 @@ from membrane_engine.storage.store import access_log
 from membrane_engine.rules.trust import Verdict, narrowest, stricter
 from membrane_engine.oversight.trust_diff import compare
 
-import canary_store as cs
+from tests.support import canaries as cs
 
 RECORDS = cs.build_canary_records()
 BY_ID = {r["id"]: r for r in RECORDS}

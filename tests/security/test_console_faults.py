@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from membrane_engine import Membrane
 
-from security_kit import simple
+from tests.support.security import simple
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "console" / "app.py")

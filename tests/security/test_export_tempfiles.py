@@ -78,7 +78,7 @@ def _mode(path: Path) -> int:
 
 @pytest.fixture
 def store(tmp_path: Path) -> str:
-    from security_kit import simple
+    from tests.support.security import simple
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     m = membrane_engine.Membrane.open(url, load_sample=False)

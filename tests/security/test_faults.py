@@ -3,8 +3,8 @@ store as it was before (or, for a merge that got to commit, as after: never in b
 locked, read-only or vanished database and an unreachable server give a clear
 StoreUnavailableError; a Membrane survives its PostgreSQL connections being terminated.
 
-The worker (fault_worker.py) is killed either where it pauses itself inside the transaction,
-after rows were written ("paused"), or as soon as the test sees it holding the write
+The worker (tests/support/fault_worker.py) is killed either where it pauses itself inside the
+transaction, after rows were written ("paused"), or as soon as the test sees it holding the write
 transaction ("polled": SQLite's write lock, PostgreSQL's pg_stat_activity)."""
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from sqlalchemy import create_engine, text
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.errors import MembraneError, StoreUnavailableError, ValidationError
 
-from security_kit import FULL, POSTGRES_URL, T0, checksum, forget, pg_schema, simple
+from tests.support.security import FULL, POSTGRES_URL, T0, checksum, forget, pg_schema, simple
 
-WORKER = Path(__file__).resolve().parent / "fault_worker.py"
+WORKER = "tests.support.fault_worker"
 ROOT = Path(__file__).resolve().parents[2]
 IMPORT_N = 50_000 if FULL else 12_000  # the import writes batches of 5,000: pausing after the first
 MERGE_N = 2_000 if FULL else 400
@@ -91,7 +91,7 @@ def _run_and_kill(url: str, op: str, n: int, how: str) -> str:
     ("PAUSED", "STARTED" or "DONE" if it finished before the kill)."""
     app = "membrane-fault-" + uuid.uuid4().hex[:8]
     worker_url = url if url.startswith("sqlite") else _app_url(url, app)
-    args = [sys.executable, str(WORKER), op, worker_url, str(n)] + (["pause"] if how == "paused" else [])
+    args = [sys.executable, "-m", WORKER, op, worker_url, str(n)] + (["pause"] if how == "paused" else [])
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     last = ""

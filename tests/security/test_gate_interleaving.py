@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-import gate_kit as kit
-from gate_kit import CONTEXT, RELABELS, T0
+from tests.support import gates as kit
+from tests.support.gates import CONTEXT, RELABELS, T0
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.errors import AccessDeniedError
 from membrane_engine.oversight import trust_diff as whatif

@@ -1,6 +1,6 @@
 """The gate under a real race (SPEC 4, "the gate decides on what it returns"): one process
-relabels records as fast as it can (gate_race_writer.py) while this one reads through every
-path that hands out content under a trust context. No record may go out beyond the context.
+relabels records as fast as it can (tests/support/race_writer.py) while this one reads through
+every path that hands out content under a trust context. No record may go out beyond the context.
 
 Each record handed out in full is judged three ways:
 - on its own labels, as returned (a payload under labels that do not allow full is a leak);
@@ -9,7 +9,7 @@ Each record handed out in full is judged three ways:
 - against the writer's log: when the log shows the record under labels that hide it for the
   whole time the read took (no relabel of it committing during the call), a full copy is a
   leak whatever labels it came back with.
-Redacted records must carry no canary (gate_kit.leaks).
+Redacted records must carry no canary (tests/support/gates.py: leaks).
 
 A few seconds per database by default; ``MEMBRANE_RACE_SECONDS=300`` for the long run.
 """
@@ -25,15 +25,16 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import gate_kit as kit
-from gate_kit import CONTEXT
+from tests.support import gates as kit
+from tests.support.gates import CONTEXT
 from membrane_engine.storage.vectors import VectorIndex
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.oversight import trust_diff as whatif
 from membrane_engine.errors import AccessDeniedError, NotFoundError
 
 SECONDS = float(os.environ.get("MEMBRANE_RACE_SECONDS", "3"))
-WRITER = Path(__file__).with_name("gate_race_writer.py")
+WRITER = "tests.support.race_writer"
+ROOT = Path(__file__).resolve().parents[2]
 NARROW = TrustContext(max_sensitivity="public", actor_id="agent-narrow", scopes=["alpha"])
 INITIAL = ("low", "alpha")
 
@@ -137,8 +138,8 @@ def test_no_record_beyond_the_context_while_relabelled(store_url, tmp_path):
     m.import_records(records, actor="test:race")
     ids = m.ids()
     log_path = tmp_path / "relabels.jsonl"
-    writer = subprocess.Popen([sys.executable, str(WRITER), store_url, str(SECONDS), str(log_path)],
-                              stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    writer = subprocess.Popen([sys.executable, "-m", WRITER, store_url, str(SECONDS), str(log_path)],
+                              stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     try:
         assert writer.stdout.readline().strip() == "ready"
         reads, items, full_reads, own_label_leaks = Counter(), 0, [], []

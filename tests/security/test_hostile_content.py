@@ -1,5 +1,5 @@
-"""Hostile content (hostile_store.py): markup, scripts, URLs, 100,000-character strings, JSON
-200 levels deep, unicode edge cases and control characters import, read back, retrieve and
+"""Hostile content (tests/support/hostile.py): markup, scripts, URLs, 100,000-character strings,
+JSON 200 levels deep, unicode edge cases and control characters import, read back, retrieve and
 round-trip through export and import unchanged, on both databases. (That the console shows them
 as inert text is the browser suite's half: tests/e2e/test_hostile.py.)"""
 
@@ -15,8 +15,8 @@ from membrane_engine import MAX_RATIONALE_LENGTH, Membrane, RetrieveRequest, Tru
 from membrane_engine.errors import ValidationError
 from membrane_engine.model.records import go_empty
 
-import hostile_store as hs
-from security_kit import T0
+from tests.support import hostile as hs
+from tests.support.security import T0
 
 RECORDS = hs.build_hostile_records()
 BY_ID = {r["id"]: r for r in RECORDS}

@@ -22,7 +22,7 @@ from membrane_engine.transfer import json_items
 from membrane_engine.errors import AlreadyExistsError, ValidationError
 from membrane_engine.transfer.imports import MAX_PROBLEMS, parse_text
 
-from security_kit import FULL, T0, dump, forget, simple
+from tests.support.security import FULL, T0, dump, forget, simple
 
 MB = 1024 * 1024
 PEAK_LIMIT_MB = 1024

@@ -22,8 +22,8 @@ import pytest
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.errors import MembraneError, NilTrustError, NotFoundError, ValidationError
 
-from security_kit import T0, dump, forget, open_loaded, simple
-from test_bad_input import Case, _run
+from tests.support.security import T0, dump, forget, open_loaded, simple
+from tests.security.test_bad_input import Case, _run
 
 CTX = TrustContext(max_sensitivity="medium", scopes=[], authenticated=True, actor_id="t")
 NAN, INF = float("nan"), float("inf")

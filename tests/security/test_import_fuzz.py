@@ -23,7 +23,7 @@ from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.errors import MembraneError
 from membrane_engine.transfer.imports import parse_text
 
-from security_kit import FULL, iso, T0, open_loaded, simple
+from tests.support.security import FULL, iso, T0, open_loaded, simple
 
 SCALE = 10 if FULL else 1
 TYPES = ("episodic", "working", "semantic", "competence", "plan_graph", "entity")

@@ -1,6 +1,6 @@
 """Leak canaries (SPEC 3, 4): for every trust context in a grid, nothing that context may not
 see in full reaches retrieve, retrieve_by_type, explain, retrieve_by_id, exports or the
-simulator's counts. Each record's withheld bytes carry unique CANARY strings (canary_store.py),
+simulator's counts. Each record's withheld bytes carry unique CANARY strings (tests/support/canaries.py),
 so a leak is a substring search over everything the engine hands out."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from membrane_engine import Membrane, RetrieveRequest, TrustContext
 from membrane_engine.errors import AccessDeniedError, NotFoundError
 
-import canary_store as cs
-from security_kit import FULL
+from tests.support import canaries as cs
+from tests.support.security import FULL
 
 RECORDS = cs.build_canary_records()
 BY_ID = {r["id"]: r for r in RECORDS}

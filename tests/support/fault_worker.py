@@ -1,8 +1,8 @@
 """A process for the fault suite to kill: runs one large write against a store and reports on
 stdout when it is inside the write transaction.
 
-    python fault_worker.py import URL N [pause]     # import N new records
-    python fault_worker.py merge URL N [pause]      # merge records src-0..src-(N-1) into one
+    python -m tests.support.fault_worker import URL N [pause]   # import N new records
+    python -m tests.support.fault_worker merge URL N [pause]    # merge src-0..src-(N-1) into one
 
 With ``pause`` the worker stops inside the transaction, after rows have been written (the
 import's first progress callback; the merge's 10th row update), prints ``PAUSED`` and sleeps:
@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from membrane_engine import Membrane  # noqa: E402
-from membrane_engine.storage.store import Store  # noqa: E402
-
-from security_kit import T0, simple  # noqa: E402
+from membrane_engine import Membrane
+from membrane_engine.storage.store import Store
+from tests.support.security import T0, simple
 
 
 def say(word: str) -> None:

@@ -1,8 +1,11 @@
 """Issue 18's audit findings (2, 3, 4), replayed against whichever engine is on PYTHONPATH, so the
 old code and the new can be compared with one command each:
 
-    PYTHONPATH=/path/to/old/checkout python tests/curation/audit_findings.py
-    PYTHONPATH=$PWD python tests/curation/audit_findings.py
+    PYTHONPATH=/path/to/old/checkout:$PWD python tests/support/audit_findings.py
+    PYTHONPATH=$PWD python tests/support/audit_findings.py
+
+(from the top of this repository: $PWD is where ``tests.support.curation`` comes from, and an
+engine earlier on PYTHONPATH is the one replayed).
 
 Each line says what the attacker did and what the engine said. Only public calls and raw SQL on
 the SQLite file are used (an attacker with write access to the database, without the key).
@@ -12,15 +15,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from curation_helpers import semantic, working  # noqa: E402
-
-from membrane_engine import Membrane  # noqa: E402
+from membrane_engine import Membrane
+from tests.support.curation import semantic, working
 
 KEY = "correct horse battery staple"
 

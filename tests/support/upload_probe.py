@@ -14,7 +14,7 @@ or where that reset is refused, the highest of VmRSS sampled every millisecond. 
 The upload body is written by a child process, so that making it leaves no freed memory behind
 in this one for the import to reuse unseen.
 
-usage: python upload_memory_probe.py WORKDIR MEGABYTES [PAGE_SCRIPT | --harness]
+usage: python -m tests.support.upload_probe WORKDIR MEGABYTES [PAGE_SCRIPT | --harness]
 ``--harness``: the same upload handed to a script that only holds an uploader, a checkbox and a
 button (what AppTest itself takes to hand over the upload), for comparison.
 """
@@ -33,7 +33,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE.parent))  # tests/, for session_kit
 
 KIB = 1024
 
@@ -108,7 +107,7 @@ def measured(body_file: Path, make: Callable[[], object], steps: Callable[[objec
 def page_run(script: Path) -> tuple[Callable[[], object], Callable[[object, bytes], list[str]]]:
     from streamlit.testing.v1 import AppTest
 
-    from session_kit import TEST_ADMIN, sign_in
+    from tests.support.sessions import TEST_ADMIN, sign_in
 
     def make() -> object:
         at = sign_in(AppTest.from_file(str(script), default_timeout=900), TEST_ADMIN)

@@ -12,7 +12,7 @@ from pathlib import Path
 from membrane_engine import Membrane
 from membrane_engine.rules.roles import Operator, Role
 
-SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "membrane_sample.json"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "membrane_sample.json"
 
 TEST_ADMIN = Operator(name="test-admin", role=Role.ADMIN, max_sensitivity="hyper")
 

@@ -6,7 +6,7 @@ returned (so the commit happened in between).
 Each relabel also sets the record's one tag to ``label:<sensitivity>:<scope>``: a record
 handed out with a tag that disagrees with its labels would be a torn read.
 
-    python gate_race_writer.py URL SECONDS LOG
+    python -m tests.support.race_writer URL SECONDS LOG
 LOG gets one JSON line per relabel: [id, sensitivity, scope, t_before, t_after].
 """
 

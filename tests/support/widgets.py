@@ -14,7 +14,7 @@ from typing import Any
 from membrane_engine import Membrane, TrustContext
 from membrane_engine.rules.trust import REDACTED_KEEP, Verdict
 
-from .harness import ROOT, Console
+from tests.support.browser import ROOT, Console
 
 LAYERS = ["working", "entity", "semantic", "competence", "plan_graph", "episodic"]
 MIN_NEEDLE = 7  # strings shorter than this are too common to prove a leak
@@ -198,13 +198,11 @@ def run_bench_tool(tmp_path: Path, module: str, *args: str, records: int = 2000)
     report (the one latest file it wrote; a dated copy sits beside it) and the output folder."""
     import pytest
 
-    from .harness import CHROMIUM
+    from tests.support.browser import CHROMIUM
 
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: the browser benchmarks need Debian's chromium "
                     "(apt-get install chromium; .ci/run installs it)", pytrace=False)
-    if str(ROOT) not in sys.path:  # the bench package lives at the repository root
-        sys.path.insert(0, str(ROOT))
     from bench.generate import generate
 
     url = f"sqlite:///{tmp_path / 'store.db'}"

@@ -2,7 +2,7 @@
 marker, so a leak anywhere (an API result, an export, a page) is a plain substring search.
 
 Shared by the engine suite (tests/security) and the browser suite (tests/e2e): import it with
-``sys.path.insert(0, "<repo>/tests/security")`` then ``import canary_store``.
+``from tests.support import canaries``.
 
 - ``build_canary_records()`` -> Membrane-JSON records (deterministic: the same every call):
   every type x every sensitivity x scopes {"", alpha, beta, vault}, plus relation targets.

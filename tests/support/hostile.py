@@ -3,7 +3,7 @@ unicode edge cases and control characters. The engine must store, retrieve and r
 unchanged; the console must show them as inert text.
 
 Shared by the engine suite (tests/security) and the browser suite (tests/e2e): import it with
-``sys.path.insert(0, "<repo>/tests/security")`` then ``import hostile_store``.
+``from tests.support import hostile``.
 
 - ``build_hostile_records()`` -> Membrane-JSON records (deterministic), every type, with
   hostile strings in ids, scopes, tags, payload fields, provenance, relations, audit entries

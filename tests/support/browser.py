@@ -30,7 +30,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "console" / "app.py"
 GATEWAY = ROOT / "console" / "gateway.py"
-SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+SCREENSHOTS = ROOT / "tests" / "e2e" / "screenshots"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
