@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from membrane_engine import Membrane
+from tests.support.records import T0
 
 POSTGRES_URL = os.environ.get("MEMBRANE_TEST_POSTGRES_URL", "")
 TESTS = Path(__file__).resolve().parent
@@ -70,6 +71,22 @@ def sample_membrane(store_url: str) -> Iterator[Membrane]:
     """The bundled sample store on each database."""
     m = Membrane.open(store_url, load_sample=False)
     m.import_file(SAMPLE)
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def mem(store_url: str) -> Iterator[Membrane]:
+    """An empty store on each database whose clock stands still at T0 (tests.support.records)."""
+    m = Membrane.open(store_url, load_sample=False, clock=lambda: T0)
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def lite(sqlite_url: str) -> Iterator[Membrane]:
+    """An empty SQLite store at T0, for rules that do not depend on the database."""
+    m = Membrane.open(sqlite_url, load_sample=False, clock=lambda: T0)
     yield m
     m.close()
 

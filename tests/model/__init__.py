@@ -1,0 +1,1 @@
+"""Tests of membrane_engine.model."""
