@@ -30,7 +30,7 @@ class Session:
     expires_at: datetime
     # How this session was adopted ("cookie", "proxy", "oidc"). The gate adopts afresh on every
     # run, so a session with a source is only ever as old as the run. One without a source was
-    # put there directly (tests/session_kit.py for AppTest, which has no browser to sign in).
+    # put there directly (tests/support/sessions.py for AppTest, which has no browser to sign in).
     source: str | None = None
 
 

@@ -79,7 +79,7 @@ def test_filter_by_sensitivity_skips_invalid_values(mem: Membrane):
     """trust_test.go TestFilterBySensitivitySkipsInvalidValues and TrustAllowsRejectsInvalid-
     RecordSensitivity: an unknown sensitivity never passes. SPEC 1 refuses such a record at
     import, so it cannot be in the store at all; the gate's own rule is tested in
-    tests/engine/test_engine_trust.py."""
+    tests/rules/test_trust.py."""
     with pytest.raises(ValidationError) as err:
         mem.import_records([semantic("bad", 0.5, "invalid")])
     assert "sensitivity" in str(err.value)

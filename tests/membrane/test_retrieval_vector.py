@@ -195,6 +195,6 @@ def test_vectors_are_kept_with_the_store_and_made_for_created_records(tmp_path) 
 
 # Not ported, and why:
 # - TestRetrievePropagatesStoreErrors: a fake store failing ListByType/Get; this engine's store
-#   is a database, and its errors surface as StoreUnavailableError (tests/engine).
+#   is a database, and its errors surface as StoreUnavailableError (tests/storage).
 # - TestRetrieveUsesPrecomputedQueryEmbedding: SPEC 8's RetrieveRequest has no query_embedding
 #   field; the provider embeds the task descriptor.

@@ -7,7 +7,7 @@ TestRevisionMutationErrorBranches (it injects storage failures into a fake Go tr
 atomicity under failure is tested in tests/curation/test_curation_atomic.py),
 TestRevisionValidationHelpers' nil-record and untyped-payload cases (a Python caller cannot
 pass Go's nil pointer or an untyped payload: both are refused by validation, tested in
-tests/engine/test_engine_schema.py), and TestServiceWithEmbedderEmbedsCreatedRevisionRecords
+tests/model/test_schema.py), and TestServiceWithEmbedderEmbedsCreatedRevisionRecords
 (the embedder belongs to the ranking provider, SPEC 9)."""
 
 from __future__ import annotations
