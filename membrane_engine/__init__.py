@@ -13,7 +13,7 @@ from membrane_engine.retrieval.graph import GraphEdge, GraphNode, RetrieveGraphR
 from membrane_engine.ingestion.models import CaptureMemoryRequest
 from membrane_engine.membrane import Membrane
 from membrane_engine.retrieval.layered import Explanation, RetrieveRequest, RetrieveResponse, Simulation
-from membrane_engine.model.records import AuditEntry, MemoryRecord, MemoryType, Sensitivity
+from membrane_engine.model.records import AuditEntry, MemoryRecord, MemoryType, Sensitivity, TaskState
 from membrane_engine.rules.selector import SelectionResult
 from membrane_engine.rules.trust import TrustContext, Verdict
 
@@ -76,7 +76,7 @@ __all__ = [
     "MembraneError", "NilTrustError", "AccessDeniedError", "NotFoundError", "ValidationError",
     "EpisodicImmutableError", "AlreadyExistsError",
     "RetrieveGraphRequest", "RetrieveGraphResponse", "GraphNode", "GraphEdge",
-    "CaptureMemoryRequest",
+    "CaptureMemoryRequest", "TaskState",
     # the operator's view and what the console uses beside it
     "OperatorView", "Operator", "Operators", "Role", "permits", "ACTION_ROLES", "FIRST_RUN", "SESSION",
     "AuditAction", "RevisionStatus", "CANONICAL_LAYER_ORDER", "TYPE_NAMES", "format_time", "parse_time", "to_epoch",

@@ -24,7 +24,7 @@ PUBLIC = [
     'OperatorView', 'Operators', 'Outcome', 'PRUNE_THRESHOLD', 'Policy', 'PolicyError', 'Report',
     'RetrieveGraphRequest', 'RetrieveGraphResponse', 'RetrieveRequest', 'RetrieveResponse',
     'RevisionStatus', 'Role', 'SESSION', 'SORTS', 'SelectionResult', 'Sensitivity', 'Simulation',
-    'TYPE_NAMES', 'TrustContext', 'ValidationError', 'Verdict', 'access_log_level', 'columns_of',
+    'TYPE_NAMES', 'TaskState', 'TrustContext', 'ValidationError', 'Verdict', 'access_log_level', 'columns_of',
     'confidence_terms', 'covers', 'decide', 'default_url', 'diff_policy_snapshots', 'export_root',
     'format_time', 'import_exposures', 'install_private_cleanup', 'kind_of', 'label', 'load_policy',
     'narrowest', 'new_export_file', 'parse_policy', 'parse_time', 'permits', 'plan_exposures',
