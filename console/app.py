@@ -45,6 +45,7 @@ pages = [
     st.Page(PAGES / "audit.py", title="Audit log", icon=":material/history:", url_path="audit"),
     st.Page(PAGES / "curate.py", title="Curate", icon=":material/edit_note:", url_path="curate"),
     st.Page(PAGES / "review.py", title="Review", icon=":material/rule:", url_path="review"),
+    st.Page(PAGES / "capture.py", title="Capture", icon=":material/edit_square:", url_path="capture"),
     st.Page(PAGES / "import_export.py", title="Import / export", icon=":material/swap_vert:", url_path="import-export"),
     st.Page(PAGES / "operators.py", title="Operators", icon=":material/manage_accounts:", url_path="operators"),
 ]

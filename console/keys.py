@@ -46,6 +46,25 @@ class Param:
 TRUST_FIELDS = ("max_sensitivity", "scopes", "actor_id", "authenticated")
 
 
+class CaptureParam:
+    """The Capture page's URL parameters beside its content fields, which are kept under their
+    content keys (``tool_name``, ``subject``, ...: console/app_pages/capture.py's ``FIELDS``)."""
+
+    SOURCE = "source"
+    SOURCE_KIND = "source_kind"
+    EVENT_KIND = "event_kind"  # the kind typed when source_kind is another event kind
+    ENTITIES = "entities"  # extra mentions, one per line
+    MORE = "more"  # more content, a JSON object
+    CONTEXT = "context"
+    REASON = "reason"
+    SUMMARY = "summary"
+    PROPOSED_TYPE = "proposed_type"
+    TAGS = "tags"
+    SCOPE = "scope"
+    SENSITIVITY = "sensitivity"
+    TIMESTAMP = "timestamp"
+
+
 # ----------------------------------------------------------------------------- the session, shared
 
 SIGNED_IN = "_membrane_signed_in"  # the session's operator (console/auth.py), never sent to the browser
@@ -97,10 +116,11 @@ GRAPH = PageKeys("graph", "gr")
 AUDIT = PageKeys("audit", "audit")
 CURATE = PageKeys("curate", "curate")
 REVIEW = PageKeys("review", "rv")
+CAPTURE = PageKeys("capture", "cap")
 IMPORT_EXPORT = PageKeys("import-export", "ie")
 OPERATORS = PageKeys("operators", "op")
 
-PAGES = (OVERVIEW, SIMULATOR, WHAT_IF, RECORDS, DECAY, SELECTOR, POLICIES, GRAPH, AUDIT, CURATE, REVIEW,
+PAGES = (OVERVIEW, SIMULATOR, WHAT_IF, RECORDS, DECAY, SELECTOR, POLICIES, GRAPH, AUDIT, CURATE, REVIEW, CAPTURE,
          IMPORT_EXPORT, OPERATORS)
 
 # The trust form reads the policy file's profiles (its presets) through a view of its own.

@@ -43,7 +43,7 @@ def set_instant(key: str, value: datetime | None) -> None:
 
 
 def instant_picker(key: str, label: str = "As of", *, default: datetime | None = None, now_if_empty: bool = True,
-                   help: str | None = None) -> datetime | None:
+                   help: str | None = None, disabled: bool = False) -> datetime | None:
     """The instant picked, as an aware UTC datetime; None when the field is left empty (only
     with ``now_if_empty``). ``default`` fills the field the first time it is drawn in a session
     (a picker that cannot be empty starts at it, to the minute)."""
@@ -52,7 +52,7 @@ def instant_picker(key: str, label: str = "As of", *, default: datetime | None =
     if now_if_empty:
         help = ((help or "") + " Leave empty for now.").strip()
     value = st.datetime_input(f"{label} (UTC)", key=key, format=DATE_FORMAT, step=STEP, help=help,
-                              required=not now_if_empty)
+                              required=not now_if_empty, disabled=disabled)
     if value is None:
         return None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
