@@ -109,8 +109,36 @@ def number(text: str) -> float:
 
 
 def click_tab(con: Console, starts_with: str) -> None:
-    tab = con.page.locator("[data-testid=stTab]", has_text=re.compile("^" + re.escape(starts_with)))
-    con.act(lambda: tab.first.click())
+    """Select the tab whose label starts with ``starts_with``. Tabs made with on_change="rerun"
+    rerun the script, which is waited for; plain tabs switch in the browser only, and waiting
+    for a rerun there would wait out Console.finish's grace for one that never comes."""
+    tab = con.page.locator("[data-testid=stTab]", has_text=re.compile("^" + re.escape(starts_with))).first
+    if tab_reruns(con, starts_with) is False:
+        tab.click()
+        con.page.wait_for_function("el => el.getAttribute('aria-selected') === 'true'", arg=tab.element_handle())
+        con.wait_idle()
+    else:
+        con.act(lambda: tab.click())
+
+
+def tab_reruns(con: Console, starts_with: str) -> bool | None:
+    """Whether the tabs labelled ``starts_with``... rerun the script when chosen, from the frames
+    that drew them: a tab container carries a widget id only when it does. None: no such tab in
+    the frames, or tabs of both kinds."""
+    containers: dict[tuple[int, ...], str] = {}
+    tabs: list[tuple[tuple[int, ...], str]] = []
+    for f in con.frames:
+        msg = f.msg
+        if msg is None or msg.WhichOneof("type") != "delta" or msg.delta.WhichOneof("type") != "add_block":
+            continue
+        block, path = msg.delta.add_block, tuple(msg.metadata.delta_path)
+        kind = block.WhichOneof("type")
+        if kind == "tab_container":
+            containers[path] = block.tab_container.id
+        elif kind == "tab":
+            tabs.append((path, block.tab.label))
+    kinds = {bool(containers.get(path[:-1])) for path, label in tabs if label.startswith(starts_with)}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def tab_labels(con: Console) -> list[str]:
