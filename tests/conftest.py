@@ -105,8 +105,23 @@ def lite(sqlite_url: str) -> Iterator[Membrane]:
 # MODULE_GROUPED folders every module, as their stores are module fixtures that tests request
 # by name at run time (tests/security/conftest.py), which a fixture closure does not show.
 MODULE_GROUPED = ("security",)
-# Folders whose ungrouped tests include the longest single ones (a browser benchmark, a store of
-# 10,000 records): under xdist they are handed out first, so none is left to run alone at the end.
+# One group for tests that must not overlap one another, run one after another on one worker
+# while the other goes on with the rest: the browser benchmarks and the load test (several
+# browser sessions) keep both cores busy for half a minute or more; the memory probe imports
+# 50 MB in a process of its own; the prewarm tests time quiet windows of a second between
+# threads, which a benchmark running beside them could stretch. tests/test_parallel_groups.py
+# checks that every entry still names a test.
+EXCLUSIVE = "exclusive"
+EXCLUSIVE_TESTS = (
+    "e2e/test_pages_bench.py",
+    "e2e/test_browser_bench.py",
+    "e2e/test_load.py",
+    "console/test_upload_memory.py",
+    "console/test_cli.py::test_prewarm_loads_the_rest_once_the_first_page_is_drawn",
+    "console/test_cli.py::test_waiting_for_quiet_gives_up_after_its_timeout",
+)
+# Folders whose ungrouped tests include the longest single ones (a store of 10,000 records, a
+# browser journey): under xdist they are handed out first, so none is left to run alone at the end.
 LONG_FIRST = ("e2e", "scale")
 
 
@@ -121,6 +136,9 @@ def _module_group(item: pytest.Item) -> str | None:
     rel = _rel(item)
     if rel is None:
         return None
+    name = getattr(item, "originalname", item.name)  # a parametrized test's cases go together
+    if rel.as_posix() in EXCLUSIVE_TESTS or f"{rel.as_posix()}::{name}" in EXCLUSIVE_TESTS:
+        return EXCLUSIVE
     defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
     shared = any(fd.scope in ("package", "module", "class") for fds in defs.values() for fd in fds[-1:])
     return rel.as_posix() if shared or rel.parts[0] in MODULE_GROUPED else None
