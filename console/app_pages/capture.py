@@ -16,8 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from urllib.parse import urlencode
+
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
 
 from console import keys
 from console.components.guard import sentence
@@ -27,15 +30,17 @@ from console.components.safe import clean, md
 from console.components.time_picker import from_param, instant_picker, set_instant, to_param
 from console.components.words import plural
 from console.keys import CaptureParam as P
-from membrane_engine import CaptureMemoryRequest, MemoryType, Sensitivity, TaskState, label
+from console.keys import Param
+from membrane_engine import MAX_TASK_LENGTH, CaptureMemoryRequest, MemoryType, Sensitivity, TaskState, label
 from membrane_engine.errors import MembraneError, ValidationError
 
 K = keys.CAPTURE
 
 # What an agent captures (Membrane's source kinds); anything else is an event of the kind typed.
 KINDS = {"event": "Event", "tool_output": "Tool output", "observation": "Observation",
-         "working_state": "Working state", "other": "Another event kind…"}
+         "working_state": "Working state", "other": "Other kind…"}
 NEW_SCOPE = "\x00new"  # the scope option that reveals a field for a scope no record has yet
+GRAPH = "app_pages/graph.py"  # relative to console/app.py
 MAX_URL_VALUE = 2000  # longer fields are not written into the address (they stay in the session)
 
 
@@ -241,13 +246,14 @@ def draw_field(name: str, field: Field) -> None:
         st.text_input(field.label, key=key, help=field.help or None, disabled=locked)
 
 
+# Above the two columns: in one of them its five choices do not fit at 1024 px.
+kind = st.segmented_control("Source kind", list(KINDS), key=K("kind"), format_func=KINDS.get, disabled=locked,
+                            help="Event and tool output become episodic records, working state a working record; "
+                                 "an observation with subject, predicate and object also a fact")
+kind = kind or "event"
 what_col, envelope_col = st.columns([3, 2], gap="medium")
 with what_col:
     st.subheader("What the agent captured")
-    kind = st.segmented_control("Source kind", list(KINDS), key=K("kind"), format_func=KINDS.get, disabled=locked,
-                                help="Event and tool output become episodic records, working state a working "
-                                     "record; an observation with subject, predicate and object also a fact")
-    kind = kind or "event"
     if kind == "other":
         st.text_input("Event kind", key=K("event_kind"), placeholder="e.g. deploy, user_message", disabled=locked,
                       help="Stored as an episode of this kind")
@@ -334,9 +340,21 @@ if any(len(str(state.get(K(w), ""))) > MAX_URL_VALUE for w in URL_OF):
 # ----------------------------------------------------------------------------- showing a capture
 
 
+def short(text: str, limit: int) -> str:
+    text = clean(text, 10 * limit)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def names_of(response: Any) -> dict[str, str]:
+    """What each record of a capture is called; the derived fact as it reads."""
     records = [response.primary_record, *response.created_records, *response.updated_records]
-    return {r.id: label(r, 80) for r in records}
+    names = {r.id: label(r, 80) for r in records}
+    fact = response.derived_record
+    if fact is not None:
+        p = fact.payload
+        obj = p.object if isinstance(p.object, str) else json.dumps(p.object, ensure_ascii=False)
+        names[fact.id] = f"{names.get(p.subject, p.subject)} · {p.predicate} · {names.get(obj, obj)}"
+    return names
 
 
 def created_ids(response: Any) -> set[str]:
@@ -344,12 +362,12 @@ def created_ids(response: Any) -> set[str]:
 
 
 def record_rows(response: Any, written: bool) -> pd.DataFrame:
-    fact = response.derived_record
+    fact, names = response.derived_record, names_of(response)
     rows = []
     for r in [response.primary_record, *response.created_records]:
-        role = ("captured" if r.id == response.primary_record.id else
-                "derived fact" if fact is not None and r.id == fact.id else "new entity")
-        row = {"record": clean(label(r, 120), 120), "role": role, "type": r.type.value,
+        is_fact = fact is not None and r.id == fact.id
+        role = "captured" if r.id == response.primary_record.id else "derived fact" if is_fact else "new entity"
+        row = {"role": role, "type": r.type.value, "record": short(names[r.id], 120),
                "sensitivity": r.sensitivity.value, "scope": clean(r.scope, 80) if r.scope else "(unscoped)"}
         if written:
             row.update(explorer=explorer_href(r.id), id=clean(r.id, 80))
@@ -362,8 +380,7 @@ def mention_rows(response: Any, written: bool) -> pd.DataFrame:
     for m in response.mentions:
         row = {"mention": clean(m.surface, 120), "entity": clean(m.canonical_name, 120),
                "resolution": "new entity" if m.created else "matched"}
-        if written or not m.created:
-            row["explorer"] = explorer_href(m.entity_id)
+        row["explorer"] = explorer_href(m.entity_id) if written or not m.created else ""
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -372,13 +389,19 @@ def edge_rows(response: Any) -> pd.DataFrame:
     names, new = names_of(response), created_ids(response)
 
     def end(rid: str) -> str:
-        return clean(names.get(rid, rid), 80) + (" (new)" if rid in new else "")
+        return ("(new) " if rid in new else "") + short(names.get(rid, rid), 48)
 
     return pd.DataFrame([{"from": end(e.source_id), "predicate": e.predicate, "to": end(e.target_id)}
                          for e in response.edges])
 
 
-LINK = {"explorer": st.column_config.LinkColumn("explorer", display_text="Open", width="small")}
+# Fixed widths for the short columns: the names get the rest, at 1024 px too.
+LINK = {"explorer": st.column_config.LinkColumn("explorer", display_text="Open", width=70),
+        "role": st.column_config.TextColumn("role", width=100), "type": st.column_config.TextColumn("type", width=80),
+        "sensitivity": st.column_config.TextColumn("sensitivity", width=80),
+        "resolution": st.column_config.TextColumn("resolution", width=90),
+        "predicate": st.column_config.TextColumn("predicate", width=120),
+        "from": st.column_config.TextColumn("from", width=210), "to": st.column_config.TextColumn("to", width=210)}
 
 
 def show_capture(response: Any, written: bool, key: str) -> None:
@@ -408,22 +431,32 @@ def show_capture(response: Any, written: bool, key: str) -> None:
     st.dataframe(record_rows(response, written), hide_index=True, width="stretch", key=f"{key}_records",
                  column_config=LINK)
     if fact is not None:
-        names = names_of(response)
-        p = fact.payload
-        obj = p.object if isinstance(p.object, str) else json.dumps(p.object, ensure_ascii=False)
         st.markdown("**Derived fact**")
-        st.text(clean(f"{names.get(p.subject, p.subject)} · {p.predicate} · {names.get(obj, obj)}", 500))
+        st.text(clean(names_of(response)[fact.id], 500))
     if response.edges:
         st.markdown("**Edges**")
-        st.dataframe(edge_rows(response), hide_index=True, width="stretch", key=f"{key}_edges")
+        st.dataframe(edge_rows(response), hide_index=True, width="stretch", key=f"{key}_edges", column_config=LINK)
+
+
+def graph_link(response: Any) -> None:
+    """The Graph page on a task naming the capture's entities: its roots and their edges."""
+    names = list(dict.fromkeys(m.canonical_name for m in response.mentions if m.canonical_name))
+    task = " ".join(names)[:MAX_TASK_LENGTH]
+    if not task:
+        return
+    try:
+        st.page_link(GRAPH, label="See them on the Graph page", icon=":material/hub:", query_params={Param.TASK: task})
+    except StreamlitPageNotFoundError:  # outside the console's navigation (page tests)
+        st.markdown(f"[See them on the Graph page](graph?{urlencode({Param.TASK: task})})")
 
 
 last = st.session_state.get(RESULT)
 if last is not None:
     with st.container(border=True):
-        st.success("Captured. The records below are in the store; the Graph page draws their edges.",
-                   icon=":material/check_circle:")
+        st.success("Captured. The records below are in the store. The form still holds the capture: Capture "
+                   "again would write another record.", icon=":material/check_circle:")
         show_capture(last, True, K("written"))
+        graph_link(last)
 
 # ----------------------------------------------------------------------------- preview and capture
 
@@ -470,10 +503,10 @@ show_capture(preview, False, K("preview"))
 with st.expander("The request as sent"):
     st.json(request.model_dump(mode="json"), expanded=False)
 
-buttons = st.columns([1, 1, 4])
-capture_clicked = buttons[0].button("Capture", type="primary", key=K("apply"), icon=":material/save:",
-                                    help="Write it: one transaction, audit entries naming you")
-buttons[1].button("Clear the form", key=K("clear"), on_click=clear_form)
+buttons = st.container(horizontal=True)
+capture_clicked = buttons.button("Capture", type="primary", key=K("apply"), icon=":material/save:",
+                                 help="Write it: one transaction, audit entries naming you")
+buttons.button("Clear the form", key=K("clear"), on_click=clear_form)
 if capture_clicked:
     # The view checks the role and the clearance again here, as stored now, on the request of
     # this run (the one previewed above).

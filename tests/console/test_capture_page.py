@@ -97,7 +97,7 @@ def test_the_preview_shows_matches_creations_and_edges_and_writes_nothing(store)
     assert "Would write an episodic record (low, scope project-alpha), 1 new entity, 6 edges" in text, text
     edges = next(rows for rows in frames(at) if rows and "predicate" in rows[0])
     assert {(e["predicate"], e["to"]) for e in edges} >= {("mentions_entity", "Dev Patel"),
-                                                          ("mentions_entity", "idle bucket eviction (new)")}
+                                                          ("mentions_entity", "(new) idle bucket eviction")}
     assert any(e["from"] == "Dev Patel" and e["predicate"] == "mentioned_in" for e in edges)
     assert counts(store) == before, "the preview wrote"
     assert [b.key for b in at.button] == ["cap_apply", "cap_clear"]
