@@ -1,5 +1,5 @@
 """The package as pip builds it: every package of the tree is listed in pyproject.toml, and a
-non-editable install carries the sample store and starts on it."""
+non-editable install carries the sample store (and the sample captures) and starts on it."""
 
 from __future__ import annotations
 
@@ -46,10 +46,12 @@ def test_a_non_editable_install_opens_the_sample_store(tmp_path: Path) -> None:
     (Path(own) / "test-dependencies.pth").write_text("\n".join(_site_dirs()) + "\n")
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(ROOT)],
                    check=True, cwd=tmp_path)
-    code = ("from membrane_engine import Membrane; import membrane_engine;"
-            "m = Membrane.open(); print(membrane_engine.__file__); print(m.count())")
+    code = ("from membrane_engine import Membrane; import membrane_engine; from pathlib import Path;"
+            "m = Membrane.open(); print(membrane_engine.__file__); print(m.count());"
+            "print((Path(membrane_engine.__file__).parent / 'sample_data' / 'captures.json').is_file())")
     env = {**os.environ, "MEMBRANE_HOME": str(tmp_path / "home"), "PYTHONPATH": ""}
     env.pop("MEMBRANE_DB_URL", None)
     out = subprocess.run([str(py), "-c", code], check=True, capture_output=True, text=True, cwd=tmp_path, env=env).stdout.split()
     assert str(venv) in out[0]  # the installed copy, not this source tree
     assert int(out[1]) > 0      # started on the sample store
+    assert out[2] == "True"     # sample_data/captures.json ships beside it (package-data *.json)
