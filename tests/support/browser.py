@@ -48,6 +48,7 @@ PAGES = {
     "audit": "Audit log",
     "curate": "Curate",
     "review": "Review",
+    "capture": "Capture",
     "import-export": "Import / export",
     "operators": "Operators",
 }
