@@ -33,6 +33,7 @@ from membrane_engine.model.records import UTC, MemoryRecord, MemoryType, check_i
 from membrane_engine.storage.record_queries import archived_labels
 from membrane_engine.storage.contests import contested_docs, contested_labels, newest_contests, revise_entries
 from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, redact, verdict_as_read, verdicts
+from membrane_engine.storage.columns import TYPE_NAMES
 
 DEFAULT_HORIZON = timedelta(days=7)
 MAX_HORIZON = timedelta(days=3650)
@@ -45,7 +46,6 @@ class Contester:
     """What contests a record: a record of the store (``record_id`` set, with its label as the
     clearance may read it) or an external reference (``ref``, from the contest's audit entry).
     ``via``: "relation" (a contested_by relation), "audit" (named by a contest entry) or both."""
-
     ref: str
     record_id: str | None
     label: str
@@ -288,7 +288,6 @@ def _is_redacted_label(text: str) -> bool:
 
 
 def _type_name(snap: Any, row: int) -> str:
-    from membrane_engine.storage.columns import TYPE_NAMES
 
     return TYPE_NAMES[int(snap.type_code[row])]
 

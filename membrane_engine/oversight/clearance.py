@@ -59,6 +59,8 @@ from membrane_engine.rules.trust import (
     narrowest,
     stricter,
 )
+from membrane_engine.rules.trust import verdicts
+from membrane_engine.rules import history as past
 
 ACCESS_LOG_LEVEL_ENV = "MEMBRANE_ACCESS_LOG_LEVEL"
 DEFAULT_ACCESS_LOG_LEVEL = Sensitivity.HIGH
@@ -117,8 +119,6 @@ def scopes_seen(membrane: EngineContext, clearance: TrustContext) -> list[str]:
     """``Membrane.scopes`` for an operator: the scopes of the live records ``clearance`` sees (a
     scope only records beyond it carry is not named)."""
     import numpy as np
-
-    from membrane_engine.rules.trust import verdicts
 
     clearance = as_trust(clearance, "clearance")
     snap = membrane.columns.current()
@@ -330,8 +330,6 @@ def past_curve(membrane: EngineContext, record_id: str, clearance: TrustContext
     withholds the lifecycle)."""
     import bisect
 
-    from membrane_engine.rules import history as past
-
     clearance = as_trust(clearance, "clearance")
     if not _seen_in_full(membrane, record_id, clearance):
         return lambda times: [None] * len(times)
@@ -364,8 +362,6 @@ def time_below(membrane: EngineContext, record_id: str, threshold: float, start:
                clearance: TrustContext) -> datetime | None:
     """When the record's true past (and future) salience first drops below ``threshold`` in
     [start, end], as ``clearance`` may see it (``history.first_below`` over ``past_curve``)."""
-    from membrane_engine.rules import history as past
-
     threshold = check_floor(threshold, "threshold")
     start, end = check_instant(start, "start"), check_instant(end, "end")
     return past.first_below(past_curve(membrane, record_id, clearance), threshold, start, end)
@@ -378,7 +374,6 @@ def time_below(membrane: EngineContext, record_id: str, threshold: float, start:
 class Access:
     """One access entry: ``actor`` opened ``record_id`` (of ``sensitivity`` and ``scope`` then) in
     full at ``at``, through ``via`` (the console page or command that read it; "" when unsaid)."""
-
     seq: int
     record_id: str
     actor: str

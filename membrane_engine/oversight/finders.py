@@ -28,9 +28,12 @@ from membrane_engine.model.records import (
     check_whole,
     sensitivity_level,
 )
-from membrane_engine.rules.trust import as_trust
 from membrane_engine.storage import audit_seen, audit_stats
 from membrane_engine.storage.record_queries import found_records
+from membrane_engine.oversight.clearance import sees_everything
+from membrane_engine.storage.columns import POLICY_CODES, TYPE_NAMES
+from membrane_engine.model.records import Sensitivity
+from membrane_engine.rules.trust import VERDICT_CODES, Verdict, as_trust, verdicts
 
 
 MAX_PICK = 100_000  # ids, actors or briefs one lookup returns
@@ -49,7 +52,6 @@ def _types(values: list[str] | None, name: str) -> list[str]:
 @dataclass(frozen=True)
 class Found:
     """One search hit: enough to label it in a picker."""
-
     id: str
     type: str
     scope: str
@@ -123,8 +125,6 @@ def audit_activity(membrane: EngineContext, bucket_seconds: float = 86400.0, act
     stored action): ``[(bucket start, epoch seconds), action, count]`` ordered by time, then
     action, a retract named "retract" (``audit_log.action_counts``). With an operator's
     ``clearance``, of the entries of records it sees only."""
-    from membrane_engine.oversight.clearance import sees_everything
-
     if clearance is not None and sees_everything(clearance):
         clearance = None
     if isinstance(bucket_seconds, bool) or not isinstance(bucket_seconds, numbers.Real) \
@@ -146,7 +146,6 @@ def audit_activity(membrane: EngineContext, bucket_seconds: float = 86400.0, act
 @dataclass(frozen=True)
 class Brief:
     """A live record's scalar facts, read from the column cache (no document parsing)."""
-
     id: str
     type: str
     sensitivity: str
@@ -157,9 +156,6 @@ class Brief:
 
 def briefs(membrane: EngineContext, record_ids: list[str]) -> dict[str, Brief]:
     """Scalar facts of the live records among ``record_ids`` (absent ids are left out)."""
-    from membrane_engine.storage.columns import POLICY_CODES, TYPE_NAMES
-    from membrane_engine.model.records import Sensitivity
-
     record_ids = check_ids(record_ids, "record_ids")
     snap = membrane.columns.current()
     levels = {sensitivity_level(s): s.value for s in Sensitivity}
@@ -189,7 +185,6 @@ def sample_loaded_at(membrane: EngineContext) -> float | None:
 class HiddenPage:
     """Records a trust context does not see: how many (``total``), how many of them an
     operator's clearance sees (``seen``, the ones that may be listed), and one page of those."""
-
     total: int
     seen: int
     records: list[Brief]
@@ -200,8 +195,6 @@ def hidden_records(membrane: EngineContext, trust, clearance, memory_types: list
     """Live records of ``memory_types`` (all when empty) that ``trust`` does not see at all,
     decided by the trust rule over the column cache (``trust.verdicts``, vectorized). Only those
     the operator's ``clearance`` sees are listed (ordered by id); the others are counted."""
-    from membrane_engine.rules.trust import VERDICT_CODES, Verdict, as_trust, verdicts
-
     trust, clearance = as_trust(trust), as_trust(clearance, "clearance")
     memory_types = _types(memory_types, "memory_types")
     offset = check_whole(offset, "offset", 0, MAX_OFFSET)

@@ -16,6 +16,7 @@ from membrane_engine.context import EngineContext
 from membrane_engine.model.records import check_instant, to_epoch
 from membrane_engine.storage.audit_stats import actions_written_after
 from membrane_engine.storage.store import Store
+from membrane_engine.model.records import Sensitivity
 
 BUCKETS = ("0.0-0.2", "0.2-0.4", "0.4-0.6", "0.6-0.8", "0.8-1.0")
 DAY = 86400.0
@@ -49,7 +50,6 @@ KEPT_INSTANTS = 8  # past instants whose later entries ActionCounts keeps counte
 class Counted(dict):
     """Audit entries by action, the sequence number of the newest entry counted, and the
     ActionCounts that counted them."""
-
     seq: int = 0
     source: "ActionCounts | None" = None
 
@@ -60,7 +60,6 @@ class ActionCounts:
     because entries are only ever appended, never changed or deleted, and one writer at a time
     appends them, so their sequence numbers are in commit order: no entry can appear later below
     one already counted. A store of millions of entries is counted in full once."""
-
     def __init__(self, store: Store):
         self._store = store
         self._seq = 0
@@ -186,8 +185,6 @@ def store_metrics(ctx: EngineContext, as_of: datetime | None = None) -> dict[str
 def store_breakdown(snap: Snapshot, as_of: datetime, seen: np.ndarray | None = None) -> dict[str, Any]:
     """Counts by type x sensitivity and by scope over the live records created at or before
     ``as_of`` (with ``seen``, of the rows it marks: those an operator's clearance sees)."""
-    from membrane_engine.model.records import Sensitivity
-
     rows = existing_rows(snap, to_epoch(as_of))
     if seen is not None:
         rows = rows[seen[rows]]

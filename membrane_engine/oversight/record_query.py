@@ -37,6 +37,7 @@ from membrane_engine.model.records import (
 )
 from membrane_engine.storage.record_queries import explorer_ids, referencing_ids
 from membrane_engine.rules.trust import TrustContext, as_trust, verdicts
+from membrane_engine.oversight.clearance import shown
 
 SORTS = ("salience", "newest", "oldest", "id")
 NO_STATUS = "none"  # revision status filter value for records without one (non-semantic)
@@ -48,7 +49,6 @@ class Filters:
     """Empty fields match everything. ``tags`` must all be present on a record; ``text`` is a
     case-insensitive substring of the id, a tag, anything in the record's JSON or its label
     (``labels.label``: what the pages name it by, e.g. "subject predicate object")."""
-
     types: list[str] = field(default_factory=list)
     sensitivities: list[str] = field(default_factory=list)
     scopes: list[str] = field(default_factory=list)  # "" selects unscoped records
@@ -190,7 +190,6 @@ def search(membrane: Any, filters: Filters | None = None, offset: int = 0, limit
         doc["audit_log"] = []
         record = MemoryRecord.model_validate(doc)
         if clearance is not None:
-            from membrane_engine.oversight.clearance import shown
 
             record = shown(record, clearance)  # the row as read, on its own labels
             if record is None:

@@ -35,6 +35,7 @@ from membrane_engine.rules.salience import salience_at as salience_of_rows
 from membrane_engine.rules.salience import take
 from membrane_engine.rules.trust import TrustContext, Verdict, as_trust, verdicts
 from membrane_engine.storage.record_queries import referencing_ids
+from membrane_engine.transfer.sample import SAMPLE_MARKER
 
 
 def warm(ctx: EngineContext) -> None:
@@ -195,8 +196,6 @@ def ids(ctx: EngineContext) -> list[str]:
 def holds_sample(ctx: EngineContext) -> bool:
     """Whether this store holds the bundled sample (a record only the sample has), for the
     sample's own policy file to be offered."""
-    from membrane_engine.transfer.sample import SAMPLE_MARKER
-
     return SAMPLE_MARKER in ctx.columns.current().row_of
 
 

@@ -15,6 +15,7 @@ from membrane_engine.model.records import MAX_ACTOR_LENGTH, MemoryRecord, check_
 from membrane_engine.transfer.import_writer import import_items, write_parts
 from membrane_engine.transfer.imports import PreparedImport, read_file_checks
 from membrane_engine.transfer.json_items import FileItems
+from membrane_engine.transfer import jsonl_import
 
 MAX_WORKERS = 256  # import processes; more would only wait for the one writer
 
@@ -75,7 +76,6 @@ def import_file(ctx: EngineContext, path: str | Path, actor: str = "import",
         source = FileItems(path)  # read one record at a time: memory bounded by a part, not the file
         return import_items(ctx.store, source, ctx.now(), actor, estimate=source.estimate, progress=progress,
                             embedder=ctx.embedder)
-    from membrane_engine.transfer import jsonl_import
 
     chunks = jsonl_import.chunks(path)
     total = sum(chunk.records for chunk in chunks)
