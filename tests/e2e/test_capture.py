@@ -85,6 +85,15 @@ def test_preview_then_capture_in_a_real_browser(new_console, capture_server, cap
     assert "Wrote an episodic record (low, scope project-alpha), 1 new entity, 6 edges" in con.text()
     con.screenshot("capture-written-1400")
 
+    # The Graph page, opened from the capture, draws the edges it wrote.
+    link = con.page.get_by_role("link", name="See them on the Graph page")
+    con.mark()
+    con.act(lambda: link.click(), settle=1.0)
+    con.assert_healthy()
+    assert "/graph" in con.page.url and "task=" in con.page.url, con.page.url
+    con.page.locator("[data-testid=stPlotlyChart]").first.wait_for(state="visible")
+    assert {h.needle for h in con.find(["mentions_entity", "mentioned_in"])} == {"mentions_entity", "mentioned_in"}
+
     m = Membrane.open(capture_url, load_sample=False)
     try:
         assert m.count() == before + 2
