@@ -455,11 +455,19 @@ class Membrane:
     # consolidation (SPEC 12) ---------------------------------------------------------------------
 
     def consolidate(self, actor: str | None = "consolidator", as_of: datetime | None = None,
-                    dry_run: bool = False) -> ConsolidationReport:
+                    dry_run: bool = False, only: list[str] | None = None) -> ConsolidationReport:
         """Membrane's consolidators over the store as of ``as_of`` (episodic compression, semantic,
         competence, plan graph, each with its entity links): ``report.created``, ``.reinforced``,
-        ``.compressed``; with ``dry_run`` what would be, nothing written (``consolidation.service``)."""
-        return consolidation.consolidate(self._ctx, actor, as_of, dry_run)
+        ``.compressed``; with ``dry_run`` what would be, nothing written. ``only``: keys of a dry
+        run's ``report.proposals`` to apply, planned anew (``report.stale``: no longer proposed)
+        (``consolidation.service``)."""
+        return consolidation.consolidate(self._ctx, actor, as_of, dry_run, only=only)
+
+    def reject_consolidation(self, keys: list[str], actor: str, rationale: str,
+                             as_of: datetime | None = None) -> consolidation.Rejection:
+        """Reject consolidation proposals by key: later runs leave them out until their sources
+        change (``consolidation.service.reject``)."""
+        return consolidation.reject(self._ctx, keys, actor, rationale, as_of)
 
     def reinstate(self, id: str, actor: str, rationale: str) -> CurationPlan:
         """A contested semantic record back to active; salience unchanged (``plan_reinstate``)."""

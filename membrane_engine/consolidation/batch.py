@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 
 from membrane_engine.consolidation.entity_links import EntityIndex, Linked
-from membrane_engine.consolidation.report import REINFORCED, Item, Link
+from membrane_engine.consolidation.report import CREATED, REINFORCED, Item, Link, Proposal, proposals_of
 from membrane_engine.context import EngineContext
 from membrane_engine.errors import MembraneError
 from membrane_engine.model.records import (
@@ -82,12 +82,16 @@ class Episode:
 class Pass:
     """What one consolidator reads: the store through ``conn`` and the snapshot ``snap``, at
     ``as_of`` (which episodes exist, their age and salience), writing at ``now``. ``within``:
-    an operator's clearance; every record it does not see in full is as if absent."""
+    an operator's clearance; every record it does not see in full is as if absent. ``only``: the
+    keys of the proposals to keep (None: all); ``rejected``: keys of proposals an operator
+    rejected, left out whatever ``only`` says (``Batch.finish``)."""
 
     def __init__(self, ctx: EngineContext, conn: StoreConnection, snap: Snapshot, kind: str, actor: str | None,
-                 as_of: datetime, now: datetime, within: TrustContext | None, writes: bool = True):
+                 as_of: datetime, now: datetime, within: TrustContext | None, writes: bool = True,
+                 only: frozenset[str] | None = None, rejected: frozenset[str] = frozenset()):
         self.ctx, self.conn, self.snap, self.kind = ctx, conn, snap, kind
         self.writes = writes  # False: a dry run (no ranking vectors are computed)
+        self.only, self.rejected = only, rejected
         self.actor = actor if actor is not None else f"consolidation/{kind}"
         self.as_of, self.now = as_of, now
         self.as_of_t, self.now_t = to_epoch(as_of), to_epoch(now)
@@ -104,6 +108,11 @@ class Pass:
 
     def labels(self, row: int) -> tuple[str, int]:
         return self.snap.scope_names[int(self.snap.scope_code[row])], int(self.snap.sens_level[row])
+
+    def levels(self, record_ids: list[str]) -> tuple[int, ...]:
+        """Each record's sensitivity level (a proposal's basis: its sources' labels)."""
+        row_of, level = self.snap.row_of, self.snap.sens_level
+        return tuple(int(level[row_of[rid]]) for rid in record_ids)
 
     def salience(self, rows: np.ndarray, t: float) -> np.ndarray:
         return salience_rows(self.snap.decay, np.asarray(rows, dtype=np.int64), t)
@@ -191,6 +200,8 @@ class Batch:
         self.reinforcements: dict[str, Reinforcement] = {}
         self.vectors: list[tuple[str, str, bytes]] = []  # SPEC 9: the new records' ranking vectors
         self._to_embed: list[MemoryRecord] = []
+        self.rejected = 0  # proposals left out because an operator rejected them
+        self.kept: set[str] = set()  # keys of the proposals kept, when the pass selects (only / rejected)
 
     def __bool__(self) -> bool:
         return bool(self.created or self.changes or self.reinforcements)
@@ -225,10 +236,11 @@ class Batch:
         self.created[rid] = Created(values, record.sensitivity.value, record.scope, float(record.salience),
                                     [(AuditAction.CREATE, rationale, details)])
         self.items.append(Item(p.kind, "created", rid, record.type.value, tuple(sources), rationale,
-                               doc=values[_DOC]))
+                               doc=values[_DOC], basis=p.levels(sources)))
         if p.writes and p.ctx.embedder is not None:
             self._to_embed.append(record)
-            if len(self._to_embed) >= _VECTOR_CHUNK:
+            # Chunked as it goes, unless the pass keeps only a few: then after ``_select``.
+            if len(self._to_embed) >= _VECTOR_CHUNK and p.only is None:
                 self._embed()
         return rid
 
@@ -272,8 +284,10 @@ class Batch:
                 change = self.change(rid)
                 change.salience, change.reinforced = after, True
                 change.entries.append((AuditAction.REINFORCE, rationale, details))
-            self.items.append(Item(p.kind, REINFORCED, rid, r.record_type, tuple(sources), rationale, s, after))
+            self.items.append(Item(p.kind, REINFORCED, rid, r.record_type, tuple(sources), rationale, s, after,
+                                   basis=p.levels(sources)))
         self.reinforcements = {}
+        self._select()
         self._embed()
         # the entities' inverse relations, one entry per entity
         for rid, change in self.changes.items():
@@ -284,6 +298,54 @@ class Batch:
                 change.entries.append((AuditAction.REVISE, f"entity links from consolidation: {shown}{more}",
                                        {"consolidator": p.kind, "relations_added": [list(a) for a in added]}))
         return self
+
+
+    # ------------------------------------------------------------------ keeping some proposals
+
+    def _select(self) -> None:
+        """Leave out the proposals an operator rejected and, when the pass keeps only some
+        (``only``), the others; before the entities' link entries are written, so those name
+        only the links kept."""
+        p = self.p
+        if p.only is None and not p.rejected:
+            return
+        dropped: list[Proposal] = []
+        for proposal in proposals_of(self.items):
+            key = proposal.key
+            if key in p.rejected:
+                self.rejected += 1
+                dropped.append(proposal)
+            elif p.only is not None and key not in p.only:
+                dropped.append(proposal)
+            else:
+                self.kept.add(key)
+        if dropped:
+            self._drop(dropped)
+
+    def _drop(self, proposals: list[Proposal]) -> None:
+        """Take ``proposals`` out of the batch: a created record with its entity links (both
+        directions) and vector; a reinforcement's or compression's new salience and entry."""
+        gone = {p.record_id for p in proposals if p.action == CREATED}
+        undone = {p.record_id: p.action for p in proposals if p.action != CREATED}
+        for rid in gone:
+            del self.created[rid]
+        for rid, action in undone.items():
+            change = self.changes.get(rid)
+            if change is None:
+                continue
+            entry = AuditAction.REINFORCE if action == REINFORCED else AuditAction.DECAY
+            change.entries = [e for e in change.entries if e[0] is not entry]
+            change.salience, change.reinforced = None, False
+        if gone:
+            self.links = [x for x in self.links if x.source_id not in gone and x.target_id not in gone]
+            for change in self.changes.values():
+                if change.relations:
+                    change.relations = [r for r in change.relations if r.target_id not in gone]
+            self.vectors = [v for v in self.vectors if v[0] not in gone]
+            self._to_embed = [r for r in self._to_embed if r.id not in gone]
+        self.changes = {rid: c for rid, c in self.changes.items()
+                        if c.salience is not None or c.relations or c.entries}
+        self.items = [i for i in self.items if i.record_id not in gone and undone.get(i.record_id) != i.action]
 
 
 def reinforced_from(sources: list[str]) -> str:

@@ -43,7 +43,8 @@ def plan(p: Pass) -> Batch:
         change.entries.append((AuditAction.DECAY, RATIONALE, {
             "consolidator": p.kind, "salience": {"before": before, "after": new}, "as_of": stamp,
             "salience_as_of": at, "age_seconds": p.as_of_t - float(snap.created_at[i])}))
-        batch.items.append(Item(p.kind, COMPRESSED, rid, "episodic", (), RATIONALE, before, new))
+        anchor = (float(snap.decay.anchor_salience[i]), float(snap.decay.anchor_at[i]))  # its key's basis
+        batch.items.append(Item(p.kind, COMPRESSED, rid, "episodic", (), RATIONALE, before, new, basis=anchor))
     return batch.finish()
 
 

@@ -672,21 +672,57 @@ class OperatorView:
             return list(self.preview("prune", rationale, as_of=as_of).result)
         return list(self._curate("prune", rationale, as_of=as_of).result)
 
-    def consolidate(self, as_of: datetime | None = None, dry_run: bool = False) -> Any:
+    def consolidate(self, as_of: datetime | None = None, dry_run: bool = False, only: list[str] | None = None) -> Any:
         """Membrane's consolidators (SPEC 12) as this operator (a curator or admin): only records
         the clearance sees in full are sources, targets or entities, so nothing is combined from
         or revealed beyond it; every entry names ``operator:NAME``. The created records' sources
-        (and, when written, the records) go to the access log like any record shown in full."""
+        (and, when written, the records) go to the access log like any record shown in full.
+        ``only``: keys of a dry run's proposals to apply, planned anew within the clearance as
+        stored now (``report.stale``: those no longer proposed, not applied)."""
         from membrane_engine.consolidation import service as consolidation
 
         operator = self._allowed("consolidate")
-        report = consolidation.consolidate(self._ctx, operator.actor, as_of, dry_run, within=operator.clearance)
+        report = consolidation.consolidate(self._ctx, operator.actor, as_of, dry_run, within=operator.clearance,
+                                           only=only)
         snap = self._ctx.columns.current()
         shown = {s for item in report.items if item.action == "created" for s in item.sources}
         shown.update(report.created)  # once written, the records themselves (a dry run's are not in the store)
         rows = np.array(sorted(i for i in (snap.row_of.get(s) for s in shown) if i is not None), dtype=np.int64)
         self._looked_rows(operator, rows, snap)
         return report
+
+    def reject_consolidation(self, keys: list[str], rationale: str, as_of: datetime | None = None) -> Any:
+        """Reject consolidation proposals by key (a curator or admin): planned again within the
+        clearance, the ones still proposed are recorded, naming ``operator:NAME`` and the
+        rationale; later runs leave them out until their sources change. A key the clearance's
+        run does not propose (stale, or beyond it) is returned in ``stale`` and not recorded."""
+        from membrane_engine.consolidation import service as consolidation
+
+        operator = self._allowed("consolidate")
+        return consolidation.reject(self._ctx, keys, operator.actor, rationale, as_of, within=operator.clearance)
+
+    def consolidation_history(self, limit: int = 50) -> list[Any]:
+        """Consolidation runs, rejections and changes of the auto-apply setting, newest first
+        (``ledger.history``): counts and records of what the clearance sees in full; an event
+        with none of that is not listed."""
+        from membrane_engine.consolidation import ledger
+
+        _, clearance = self._reader()
+        return ledger.history(self._ctx, None if gate.sees_everything(clearance) else clearance, limit)
+
+    def consolidation_auto_apply(self) -> Any:
+        """Whether the console applies consolidation proposals automatically, who set it, when."""
+        from membrane_engine.consolidation import ledger
+
+        self._reader()
+        return ledger.auto_apply(self._ctx)
+
+    def set_consolidation_auto_apply(self, on: bool) -> Any:
+        """Turn applying consolidation proposals automatically on or off (an admin), audited."""
+        from membrane_engine.consolidation import ledger
+
+        operator = self._allowed("configure_consolidation")
+        return ledger.set_auto_apply(self._ctx, on, operator.actor)
 
     def _capturing(self, requests: list[Any]) -> tuple[Operator, list[Any]]:
         """The operator may capture (a curator or admin) and sees every request's records in full:

@@ -49,6 +49,8 @@ ACTION_ROLES["capture"] = Role.CURATOR
 # Running Membrane's consolidators (SPEC 12): records created, reinforced and compressed, as
 # curation does, over what the operator's clearance sees in full.
 ACTION_ROLES["consolidate"] = Role.CURATOR
+# Whether the console applies consolidation proposals without a review (consolidation.ledger).
+ACTION_ROLES["configure_consolidation"] = Role.ADMIN
 
 
 class Operator(BaseModel):

@@ -133,6 +133,15 @@ each("consolidate", "actor", NOT_TEXT | {"nul": "a\x00b", "long": "a" * (MAX_ACT
      lambda m, v: m.consolidate(actor=v, dry_run=True))
 each("consolidate", "dry_run", {"str": "yes", "int": 1, "none": None}, lambda m, v: m.consolidate(dry_run=v))
 each("consolidate", "as_of", {"str": "tomorrow", "int": 5}, lambda m, v: m.consolidate(as_of=v, dry_run=True))
+_KEY = "semantic:created:" + "a" * 24  # a well-formed proposal key
+_NOT_KEYS = {"str": _KEY, "int": 5, "dict": {_KEY: 1}, "bad-key": ["x"], "int-key": [5], "upper-hex": [_KEY.upper()],
+             "other-kind": ["merge:created:" + "a" * 24], "nul": [_KEY + "\x00"]}
+each("consolidate", "only", _NOT_KEYS, lambda m, v: m.consolidate(only=v))
+each("reject_consolidation", "keys", _NOT_KEYS, lambda m, v: m.reject_consolidation(v, "sec", "why"))
+each("reject_consolidation", "actor", NOT_TEXT | {"none": None, "empty": " ", "nul": "a\x00b"},
+     lambda m, v: m.reject_consolidation([_KEY], v, "why"))
+each("reject_consolidation", "rationale", NOT_TEXT | {"empty": " ", "long": "r" * (MAX_RATIONALE_LENGTH + 1)},
+     lambda m, v: m.reject_consolidation([_KEY], "sec", v))
 each("capture_many", "requests", {"int": 5, "str": "x", "none": None}, lambda m, v: m.capture_many(v))
 each("preview_capture", "timestamp", {"str": "yesterday", "list": [1]},
      lambda m, v: m.preview_capture({"source": "sec", "timestamp": v}))
