@@ -1,6 +1,7 @@
 """Review: the queue an operator works through. Contested records, each beside what contests it,
 resolved by Supersede, Retract or Reinstate (previewed by the engine, confirmed, one transaction);
-and records about to be pruned, with when, to reinforce, pin or let go.
+and records about to be pruned, with when, to reinforce, pin or let go. Its Consolidation section
+(components/consolidation_view.py) lists what consolidation would write, to apply or reject.
 
 The engine builds the queue through the signed-in operator's view (membrane_engine/review.py):
 what is beyond the clearance is counted, never shown; a redacted record is metadata only. Writes
@@ -20,6 +21,7 @@ import streamlit as st
 from console import keys
 from console.components.bulk_view import bulk_panel, show_results
 from console.components.clearance import key_of
+from console.components.consolidation_view import consolidation_section
 from console.components.page import page_preamble
 from console.components.plan_view import outcome_line, plan_names, render_plan
 from console.components.safe import clean, md
@@ -58,6 +60,13 @@ if st.session_state.pop(K("reset"), False):  # an applied resolution: clear its 
     for name in [k for k in st.session_state if str(k).startswith(K("confirm", ""))]:
         del st.session_state[name]
     st.session_state.pop(K("json_for"), None)
+
+SECTIONS = {"queue": "Contested and pruning", "consolidation": "Consolidation"}
+section = st.segmented_control("Section", list(SECTIONS), default="queue", key=K("section"),
+                               format_func=SECTIONS.get, label_visibility="collapsed")
+if section == "consolidation":  # only the section shown is built: the queue's reads are not made
+    consolidation_section(view, operator, K)
+    st.stop()
 
 top = st.columns([1, 3])
 days = top[0].selectbox("Pruning horizon", list(HORIZONS), index=2, key=K("horizon"),

@@ -67,6 +67,10 @@ REDACTED_NODE = VERDICT_COLORS["hidden"]
 # Retracted and superseded records, as badges.
 REVISION_BADGES = {"retracted": "red", "superseded": "violet"}
 
+# What a consolidation proposal would do, as a badge: the hues of the entries it writes (create
+# green, reinforce blue, a compression's decay entry orange, as a penalize's).
+CONSOLIDATION_BADGES = {"created": "green", "reinforced": "blue", "compressed": "orange"}
+
 # An assertion of the policy file, in the assertions table.
 ASSERTION_STYLES = {"holds": "background-color: #dff3e6; color: #1e6b3d",
                     "FAILS": "background-color: #fbe3e1; color: #a3271d"}
