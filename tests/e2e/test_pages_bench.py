@@ -19,8 +19,8 @@ def test_pages_benchmark_visits_every_page(tmp_path: Path):
     from bench.pages import console_pages
 
     pages = console_pages()
-    assert len(pages) == 13 and pages[0] == "overview"
-    assert {"selector", "policies", "graph", "review", "operators"} <= set(pages)
+    assert len(pages) == 14 and pages[0] == "overview"
+    assert {"selector", "policies", "graph", "review", "capture", "operators"} <= set(pages)
     assert report["records"] == N and report["pages"] == pages and report["problems"] == []
     assert list(report["visits"]) == pages and all(len(v) == 1 and v[0]["s"] > 0 for v in report["visits"].values())
     assert all((out / f"pages-{page}.png").stat().st_size > 0 for page in pages)
