@@ -158,20 +158,24 @@ def test_only_sensitivities_and_scopes_within_the_clearance_are_offered(store):
     assert at.selectbox(key="cap_scope").options == ["(unscoped)", "project-alpha"]
 
 
-def test_a_forged_sensitivity_beyond_the_clearance_is_refused_and_nothing_written(store):
+@pytest.mark.parametrize("widget, value, refusal, back_to", [
+    ("cap_sens", "hyper", "sensitivity 'hyper' is not one you may choose here (your clearance: up to medium)", "low"),
+    ("cap_scope", "infra-ops", "scope 'infra-ops' is not one you may choose here", ""),
+], ids=["sensitivity", "scope"])
+def test_a_forged_value_beyond_the_clearance_is_refused_and_nothing_written(store, widget, value, refusal, back_to):
     before = counts(store)
     at = pairing(page(MEDIUM))
     assert [b.key for b in at.button] == ["cap_apply", "cap_clear"]
     # The browser sends a value the page never offered (Streamlit hands a selectbox's unknown
     # value to the script as it came).
-    box = at.selectbox(key="cap_sens")
-    box.options = [*box.options, "hyper"]
-    box.set_value("hyper")
+    box = at.selectbox(key=widget)
+    box.options = [*box.options, value]
+    box.set_value(value)
     ok(at.button(key="cap_apply").click().run())
-    assert "Refused: sensitivity 'hyper' is not one you may choose here (your clearance: up to medium)" in shown(at)
-    assert "Captured." not in shown(at)
+    assert f"Refused: {refusal}. Nothing was previewed or written." in shown(at)
+    assert "Captured." not in shown(at) and "Would write" not in shown(at)
     assert counts(store) == before
-    assert at.selectbox(key="cap_sens").value == "low"  # back to what the page offers
+    assert at.selectbox(key=widget).value == back_to  # back to what the page offers
 
 
 def test_a_clearance_lowered_after_the_preview_is_held_at_the_moment_of_writing(store):
