@@ -212,8 +212,9 @@ class Section:
         digest = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:12]
         with st.container(border=True):
             # Keyed by the very list: a confirmation never carries over to another set of proposals.
-            confirmed = st.checkbox(f"I confirm: apply all {plural(len(keys), 'proposal')} listed above, every "
-                                    "consolidator, as one run.", key=self.key("cons_confirm", digest),
+            confirmed = st.checkbox(f"I confirm: apply all {plural(len(keys), 'proposal')} of this dry run, every "
+                                    "consolidator (not only the ones shown), as one run.",
+                                    key=self.key("cons_confirm", digest),
                                     disabled=not self.may)
             if st.button(f"Apply all {len(keys):,}", key=self.key("cons_all", digest), disabled=not (confirmed and self.may)):
                 self.apply(keys, "Applied all")
