@@ -978,7 +978,13 @@ class Store:
                 raise self._translate_on(conn, exc) from exc
             finally:
                 if raw is not None and not (raw.closed or raw.broken):
-                    raw.autocommit = False
+                    try:
+                        raw.autocommit = False
+                    except _DRIVER_ERRORS:
+                        # Terminated under a statement, the driver may not know yet that the
+                        # connection is gone (it still reads as mid-statement): drop it from
+                        # the pool rather than hide the loss, which ``peeking`` retries on.
+                        conn.invalidate()
 
     def peeking(self, statement: Callable[[Connection], T]) -> T:
         """``statement(conn)`` on a ``peek()`` connection; sent once more, on a connection checked
