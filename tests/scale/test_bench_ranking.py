@@ -12,10 +12,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_ranking_benchmark_runs_end_to_end(tmp_path: Path) -> None:
-    from bench.generate import write_jsonl
-
     jsonl = tmp_path / "records.jsonl"
-    write_jsonl(jsonl, 2000, progress=False)
+    # In a process of its own: write_jsonl forks its side processes, and a fork of a test process
+    # that runs other threads (an xdist worker's) can deadlock the child.
+    subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from bench.generate import write_jsonl;"
+                    " write_jsonl(Path(sys.argv[1]), 2000, progress=False)", str(jsonl)],
+                   cwd=ROOT, check=True, timeout=600)
     target = f"sqlite:///{tmp_path / 'imp.db'}"
     cmd = [sys.executable, "-m", "bench.ranking", "--import-file", str(jsonl), "--import-db", target,
            "--workers", "2", "--repeat", "3", "--out", str(tmp_path / "results"),

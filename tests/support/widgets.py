@@ -231,10 +231,11 @@ def run_bench_tool(tmp_path: Path, module: str, *args: str, records: int = 2000)
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: the browser benchmarks need Debian's chromium "
                     "(apt-get install chromium; .ci/run installs it)", pytrace=False)
-    from bench.generate import generate
-
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    generate(url, records, progress=False)
+    # In a process of its own: bench.generate forks its side processes, and a fork of a test
+    # process that runs other threads (an xdist worker's, Playwright's) can deadlock the child.
+    subprocess.run([sys.executable, "-m", "bench.generate", "--n", str(records), "--db", url, "--quiet"],
+                   cwd=ROOT, check=True, timeout=600)
     out = tmp_path / "results"
     cmd = [sys.executable, "-m", module, "--db", url, "--out", str(out), *args]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
