@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from membrane_engine import Membrane
-from tests.support.records import T0
+from tests.support.records import T0, Clock
 
 POSTGRES_URL = os.environ.get("MEMBRANE_TEST_POSTGRES_URL", "")
 TESTS = Path(__file__).resolve().parent
@@ -76,9 +76,15 @@ def sample_membrane(store_url: str) -> Iterator[Membrane]:
 
 
 @pytest.fixture
-def mem(store_url: str) -> Iterator[Membrane]:
-    """An empty store on each database whose clock stands still at T0 (tests.support.records)."""
-    m = Membrane.open(store_url, load_sample=False, clock=lambda: T0)
+def clock() -> Clock:
+    """The clock ``mem`` reads: at T0 until a test moves it (``clock.at(days)``)."""
+    return Clock()
+
+
+@pytest.fixture
+def mem(store_url: str, clock: Clock) -> Iterator[Membrane]:
+    """An empty store on each database whose clock stands at T0 until the test moves it."""
+    m = Membrane.open(store_url, load_sample=False, clock=clock)
     yield m
     m.close()
 

@@ -3,7 +3,6 @@ salience curve (each reinforce, penalize, retract, pin re-anchors), on both data
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
@@ -11,30 +10,7 @@ import pytest
 from membrane_engine import Membrane
 from membrane_engine.errors import NotFoundError, ValidationError
 
-from tests.support.records import DAY, T0, rec
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def at(self, days: float) -> None:
-        self.now = T0 + timedelta(days=days)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def mem(store_url: str, clock: Clock) -> Iterator[Membrane]:
-    m = Membrane.open(store_url, load_sample=False, clock=clock)
-    yield m
-    m.close()
+from tests.support.records import DAY, T0, Clock, rec
 
 
 def days(*values: float) -> list[datetime]:

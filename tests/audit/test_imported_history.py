@@ -5,7 +5,6 @@ import is refused; an import preview names the ids already in the store. On both
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -17,30 +16,7 @@ from membrane_engine.rules.history import claimed_by
 from membrane_engine.storage.audit_log import last_creates
 from membrane_engine.transfer.imports import preview_file
 
-from tests.support.records import DAY, T0, iso, rec
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def at(self, days: float) -> None:
-        self.now = T0 + timedelta(days=days)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def mem(store_url: str, clock: Clock) -> Iterator[Membrane]:
-    m = Membrane.open(store_url, load_sample=False, clock=clock)
-    yield m
-    m.close()
+from tests.support.records import DAY, T0, Clock, iso, rec
 
 
 def days(*values: float) -> list[datetime]:

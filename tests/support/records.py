@@ -15,6 +15,20 @@ HOUR = 3600
 DAY = 86400
 
 
+class Clock:
+    """A clock an engine test moves: ``Membrane.open(..., clock=clock)``, then ``clock.at(days)``
+    (days after T0); it stands at T0 until moved."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def at(self, days: float) -> None:
+        self.now = T0 + timedelta(days=days)
+
+
 def iso(when: datetime) -> str:
     return when.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
 
